@@ -1,0 +1,133 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { Knex } from 'knex';
+import { operations } from '../../generated/operations';
+import { newId } from '../ids';
+import { nowIso } from '../time';
+import { unauthenticated } from '../errors';
+import { inWriteTransaction } from '../storage/writeTransaction';
+
+/** Every scope some operation of the contract requires (the generated index), sorted. */
+export const ALL_SCOPES: readonly string[] = [...new Set(Object.values(operations).flatMap((op) => op.scopes))].sort();
+
+export const DEFAULT_ORGANIZATION = 'default';
+
+const SECRET_PREFIX = 'fop_';
+/** last_used_at is written at most this often per key, so reads do not turn into writes. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+export interface ApiKeyInfo {
+  id: string;
+  name: string;
+  organization: string;
+  organizationId: string;
+  scopes: string[];
+  /** The first characters of the secret, to recognise it; never enough to use it. */
+  prefix: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+
+export interface Principal {
+  keyId: string;
+  orgId: string;
+  scopes: ReadonlySet<string>;
+}
+
+interface ApiKeyRow {
+  id: string;
+  org_id: string;
+  org_name: string;
+  name: string;
+  prefix: string;
+  scopes: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+/** The secret is stored only as its SHA-256: with 256 random bits a slow hash adds nothing. */
+function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+export class UnknownScopeError extends Error {}
+
+export async function createApiKey(
+  db: Knex,
+  options: { scopes: readonly string[]; organization?: string; name?: string },
+): Promise<{ key: ApiKeyInfo; secret: string }> {
+  const unknown = options.scopes.filter((s) => !ALL_SCOPES.includes(s));
+  if (unknown.length) throw new UnknownScopeError(`unknown scope ${unknown.join(', ')}; valid scopes: ${ALL_SCOPES.join(', ')}`);
+  if (options.scopes.length === 0) throw new UnknownScopeError(`no scope given; valid scopes: ${ALL_SCOPES.join(', ')}`);
+  const orgName = options.organization ?? DEFAULT_ORGANIZATION;
+  const secret = SECRET_PREFIX + randomBytes(32).toString('base64url');
+  const now = nowIso();
+  const id = newId('key');
+  await inWriteTransaction(db, async (trx) => {
+    let org = await trx('organizations').where({ name: orgName }).first();
+    if (!org) {
+      org = { id: newId('org'), name: orgName, created_at: now };
+      await trx('organizations').insert(org);
+    }
+    await trx('api_keys').insert({
+      id,
+      org_id: org.id,
+      name: options.name ?? 'unnamed',
+      prefix: secret.slice(0, 10),
+      secret_hash: hashSecret(secret),
+      scopes: [...new Set(options.scopes)].sort().join(' '),
+      created_at: now,
+    });
+  });
+  const key = (await listApiKeys(db)).find((k) => k.id === id)!;
+  return { key, secret };
+}
+
+export async function listApiKeys(db: Knex): Promise<ApiKeyInfo[]> {
+  const rows: ApiKeyRow[] = await db('api_keys')
+    .join('organizations', 'organizations.id', 'api_keys.org_id')
+    .select('api_keys.*', 'organizations.name as org_name')
+    .orderBy('api_keys.created_at')
+    .orderBy('api_keys.id');
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    organization: r.org_name,
+    organizationId: r.org_id,
+    scopes: r.scopes.split(' '),
+    prefix: r.prefix,
+    createdAt: r.created_at,
+    lastUsedAt: r.last_used_at,
+    revokedAt: r.revoked_at,
+  }));
+}
+
+/** Revokes a key; it is refused from the next request on. False when no such key exists. */
+export async function revokeApiKey(db: Knex, keyId: string): Promise<boolean> {
+  const changed = await inWriteTransaction(db, (trx) => trx('api_keys').where({ id: keyId }).whereNull('revoked_at').update({ revoked_at: nowIso() }));
+  if (changed) return true;
+  return Boolean(await db('api_keys').where({ id: keyId }).first());
+}
+
+export async function countApiKeys(db: Knex): Promise<number> {
+  const row = await db('api_keys').count({ n: '*' }).first();
+  return Number(row?.n ?? 0);
+}
+
+/**
+ * The principal behind an `Authorization: Bearer <secret>` header. Looked up in the database
+ * on every request (no process cache), so a revoked key is refused at once by every process.
+ */
+export async function authenticate(db: Knex, authorization: string | undefined): Promise<Principal> {
+  const match = /^Bearer ([A-Za-z0-9_-]{1,200})$/.exec(authorization?.trim() ?? '');
+  if (!match || !match[1].startsWith(SECRET_PREFIX)) throw unauthenticated();
+  const row = await db('api_keys').where({ secret_hash: hashSecret(match[1]) }).first('id', 'org_id', 'scopes', 'last_used_at', 'revoked_at');
+  if (!row) throw unauthenticated();
+  if (row.revoked_at) throw unauthenticated('This API key has been revoked');
+  const now = new Date();
+  if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) > LAST_USED_RESOLUTION_MS) {
+    await db('api_keys').where({ id: row.id }).update({ last_used_at: now.toISOString() });
+  }
+  return { keyId: row.id, orgId: row.org_id, scopes: new Set(String(row.scopes).split(' ')) };
+}

@@ -1,0 +1,105 @@
+import express, { Express, NextFunction, Request, Response } from 'express';
+import OpenAPIBackend, { Context } from 'openapi-backend';
+import pino, { Logger } from 'pino';
+import type { Knex } from 'knex';
+import { Config } from '../config';
+import { ApiError, unauthenticated } from '../errors';
+import { authenticate, Principal } from '../auth/apiKeys';
+import { setDeprecationHeaders } from './deprecation';
+import { operations, OperationId } from '../../generated/operations';
+import { purgeExpiredIdempotencyKeys } from '../idempotency';
+import { runOperation, PipelineDeps } from './operationPipeline';
+import { renderError } from './errorRendering';
+import { requestLog } from './requestLog';
+import { publicRoutes } from './publicRoutes';
+import { contractDocument } from './contractDocuments';
+
+export interface AppOptions {
+  /** The database the app uses (already migrated); the caller closes it. */
+  db: Knex;
+  logger?: Logger;
+  /** How often expired idempotency keys are purged (ms); 0 turns the timer off. */
+  purgeIntervalMs?: number;
+}
+
+export interface App {
+  app: Express;
+  /** Stops background work (the purge timer). Does not close the database. */
+  close(): void;
+}
+
+/**
+ * Builds the express app without listening: tests use it in-process with supertest,
+ * runtime/main.ts listens. openapi-backend routes each request to its operationId; the
+ * contract's own 2020-12 validators (generated/) validate it, not openapi-backend's Ajv.
+ */
+export function createApp(config: Config, options: AppOptions): App {
+  const logger = options.logger ?? pino({ level: config.logLevel });
+  const deps: PipelineDeps = {
+    db: options.db,
+    idempotency: { ttlSeconds: config.idempotencyTtlSeconds, leaseSeconds: config.idempotencyLeaseSeconds },
+    maxBodyBytes: config.maxBodyBytes,
+  };
+
+  const api = new OpenAPIBackend({
+    definition: structuredClone(contractDocument) as never, // openapi-backend dereferences in place
+    validate: false,
+    quick: true,
+    strict: true,
+  });
+  type Args = [Request, Response];
+  const handlers: Record<string, (c: Context, req: Request, res: Response) => Promise<void>> = {};
+  for (const operationId of Object.keys(operations) as OperationId[]) {
+    handlers[operationId] = (c, req, res) =>
+      runOperation(deps, operationId, c.security!.bearerAuth as Principal, c.request.params as Record<string, string>, req, res);
+  }
+  // authentication is openapi-backend's security handler for the contract's bearerAuth scheme;
+  // its result (the principal) or its error reaches the operation through the context
+  api.registerSecurityHandler('bearerAuth', (_c: Context, req: Request) => authenticate(deps.db, req.headers.authorization));
+  api.register({
+    ...handlers,
+    postRoutingHandler: async (c: Context, _req: Request, res: Response) => {
+      const op = operations[c.operation.operationId as OperationId];
+      res.locals.operationId = op.operationId;
+      res.locals.route = op.path;
+      setDeprecationHeaders(res, op);
+    },
+    unauthorizedHandler: async (c: Context) => {
+      const failure = (c.security?.bearerAuth as { error?: unknown } | undefined)?.error;
+      throw failure instanceof ApiError ? failure : unauthenticated();
+    },
+    notFound: async (_c: Context, req: Request) => {
+      throw new ApiError('NOT_FOUND', `No route ${req.method} ${req.path}`);
+    },
+    methodNotAllowed: async (_c: Context, req: Request, res: Response) => {
+      const allowed = ['get', 'post', 'put', 'patch', 'delete'].filter((method) => api.router.matchOperation({ method, path: req.path, headers: {} }));
+      res.set('Allow', allowed.map((m) => m.toUpperCase()).join(', '));
+      throw new ApiError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; allowed: ${allowed.map((m) => m.toUpperCase()).join(', ')}`);
+    },
+  } as Record<string, (c: Context, ...args: Args) => Promise<void>>);
+  void api.init(); // quick mode with an in-memory document: the router is ready when init() returns
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.use(requestLog(logger));
+  app.use(publicRoutes(options.db));
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    api
+      .handleRequest({ method: req.method, path: req.path, query: req.query as Record<string, string>, headers: req.headers as Record<string, string> }, req, res)
+      .catch(next);
+  });
+  app.use(renderError);
+
+  let purgeTimer: NodeJS.Timeout | undefined;
+  const purgeEvery = options.purgeIntervalMs ?? 10 * 60 * 1000;
+  if (purgeEvery > 0) {
+    // expired idempotency rows are removed off the request path; several processes may all
+    // purge, the delete is idempotent
+    purgeTimer = setInterval(() => {
+      purgeExpiredIdempotencyKeys(options.db).catch((err) => logger.warn({ err }, 'idempotency purge failed'));
+    }, purgeEvery);
+    purgeTimer.unref();
+  }
+  return { app, close: () => clearInterval(purgeTimer) };
+}

@@ -1,0 +1,8 @@
+// Imported (not read from disk) so that tsc copies them into dist/ beside the code that serves them.
+import openapi31 from '../../generated/openapi.json';
+import openapi30 from '../../generated/openapi-sdk.json';
+
+/** The bundled OpenAPI 3.1 document (canonical), as served at /openapi.json. */
+export const contractDocument: object = openapi31;
+/** Its OpenAPI 3.0.3 rendering for SDK generators, served at /openapi-sdk.json. */
+export const sdkContractDocument: object = openapi30;

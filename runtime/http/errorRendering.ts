@@ -1,0 +1,35 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from 'pino';
+import { ApiError } from '../errors';
+
+/**
+ * The one place that renders errors: `{error, code, details?, requestId}` with the error's
+ * status and headers. Anything that is not an ApiError is logged with the request id and
+ * answers 500 INTERNAL — no stack trace or SQL reaches the client.
+ */
+export function renderError(err: unknown, req: Request, res: Response, _next: NextFunction): void {
+  const requestId: string = res.locals.requestId;
+  const apiError = toApiError(err);
+  if (apiError.status >= 500) {
+    const log: Logger | undefined = res.locals.log;
+    log?.error({ err, requestId }, 'request failed');
+  }
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.status(apiError.status).set(apiError.headers).json({
+    error: apiError.message,
+    code: apiError.code,
+    ...(apiError.details?.length ? { details: apiError.details } : {}),
+    requestId,
+  });
+}
+
+function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const e = err as { type?: string; status?: number } | undefined;
+  // errors raised by express itself before our pipeline (e.g. a malformed URL)
+  if (e && e.status === 400) return new ApiError('VALIDATION_ERROR', 'Malformed request');
+  return new ApiError('INTERNAL', 'Internal server error');
+}

@@ -1,0 +1,54 @@
+import { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { operations } from '../../generated/types';
+import type { OperationId } from '../../generated/operations';
+import type { Principal } from '../auth/apiKeys';
+
+/**
+ * What a handler gets and returns, typed from the contract (generated/types.ts): path and
+ * query parameters, the JSON body, and one of the operation's success responses.
+ */
+type Op<Id extends OperationId> = operations[Id];
+
+type ParamsOf<O, Where extends 'path' | 'query'> = O extends { parameters: { [K in Where]?: infer P } }
+  ? [P] extends [undefined | never] ? Record<string, never> : NonNullable<P>
+  : Record<string, never>;
+
+type BodyOf<O> = O extends { requestBody: { content: { 'application/json': infer B } } }
+  ? B
+  : O extends { requestBody?: { content: { 'application/json': infer B } } }
+    ? B | undefined
+    : undefined;
+
+type Responses<O> = O extends { responses: infer R } ? R : never;
+type SuccessStatus = 200 | 201 | 202 | 204;
+
+/** One of the operation's 2xx responses. Errors are thrown as ApiError, never returned. */
+export type Reply<O> = {
+  [S in keyof Responses<O> & SuccessStatus]: Responses<O>[S] extends { content: { 'application/json': infer B } }
+    ? { status: S; body: B; headers?: Record<string, string> }
+    : { status: S; body?: undefined; headers?: Record<string, string> };
+}[keyof Responses<O> & SuccessStatus];
+
+export interface HandlerInput<Id extends OperationId> {
+  operationId: Id;
+  path: ParamsOf<Op<Id>, 'path'>;
+  query: ParamsOf<Op<Id>, 'query'>;
+  /** The body after validation (defaults from the contract filled in). */
+  body: BodyOf<Op<Id>>;
+  principal: Principal;
+  /** Reads: the database. Writes (POST, PATCH, DELETE): the request's transaction, which also stores the idempotent response. */
+  db: Knex;
+  requestId: string;
+  log: Logger;
+}
+
+export type Handler<Id extends OperationId> = (input: HandlerInput<Id>) => Promise<Reply<Op<Id>>>;
+
+/** A handler as the runtime sees it, with the types erased. */
+export type AnyHandler = (input: HandlerInput<any>) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>;
+
+/** Declares the handler of one operation: `export default defineHandler('createSite', async ({ body }) => …)`. */
+export function defineHandler<Id extends OperationId>(_operationId: Id, handler: Handler<Id>): Handler<Id> {
+  return handler;
+}

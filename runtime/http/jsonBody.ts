@@ -1,0 +1,42 @@
+import express, { Request, Response } from 'express';
+import { ApiError } from '../errors';
+
+const parsers = new Map<number, ReturnType<typeof express.json>>();
+
+/**
+ * Reads the JSON body of an operation that takes one. Runs after routing and auth, so an
+ * unknown path answers 404 and an unauthenticated caller 401 without the body being read.
+ * Returns undefined when the request has no body.
+ */
+export async function readJsonBody(req: Request, res: Response, maxBodyBytes: number): Promise<unknown> {
+  const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+  if (!hasBody) return undefined;
+  if (!req.is(['application/json', 'application/*+json'])) {
+    throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${req.headers['content-type'] ?? 'none'})`);
+  }
+  let parser = parsers.get(maxBodyBytes);
+  if (!parser) {
+    // strict: false so that `"text"` or `42` reach validation and get its clear message
+    parser = express.json({ limit: maxBodyBytes, strict: false, type: () => true });
+    parsers.set(maxBodyBytes, parser);
+  }
+  await new Promise<void>((resolve, reject) => {
+    parser!(req, res, (err?: unknown) => (err ? reject(translateBodyError(err, maxBodyBytes)) : resolve()));
+  });
+  return req.body;
+}
+
+function translateBodyError(err: unknown, maxBodyBytes: number): ApiError {
+  const type = (err as { type?: string }).type;
+  switch (type) {
+    case 'entity.too.large':
+      return new ApiError('PAYLOAD_TOO_LARGE', `Request body is larger than ${maxBodyBytes} bytes`);
+    case 'entity.parse.failed':
+      return new ApiError('INVALID_JSON', 'Request body is not valid JSON');
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Request body must be UTF-8 JSON');
+    default:
+      return new ApiError('VALIDATION_ERROR', 'Request body could not be read');
+  }
+}

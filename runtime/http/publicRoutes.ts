@@ -1,0 +1,46 @@
+import path from 'node:path';
+import express, { Router } from 'express';
+import type { Knex } from 'knex';
+import { ApiError } from '../errors';
+import { contractDocument, sdkContractDocument } from './contractDocuments';
+
+/** Routes that need no API key: health, the two contract documents and the reference page. */
+export function publicRoutes(db: Knex): Router {
+  const router = Router();
+
+  router.get('/healthz', async (_req, res, next) => {
+    try {
+      await db.raw('select 1');
+      res.json({ status: 'ok', database: 'ok' });
+    } catch {
+      next(new ApiError('SERVICE_UNAVAILABLE', 'Database is not reachable'));
+    }
+  });
+  router.get('/openapi.json', (_req, res) => { res.json(contractDocument); });
+  router.get('/openapi-sdk.json', (_req, res) => { res.json(sdkContractDocument); });
+
+  // API reference: Swagger UI from the swagger-ui-dist package, every asset served from here
+  // (no network at run time), reading the served /openapi.json.
+  const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
+  router.use('/docs/assets', express.static(swaggerUiDir, { index: false, maxAge: '1h' }));
+  router.get(['/docs', '/docs/'], (_req, res) => { res.type('html').send(DOCS_PAGE); });
+  return router;
+}
+
+const DOCS_PAGE = `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>Field Operations API — reference</title>
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+</head>
+<body>
+  <div id="swagger-ui"></div>
+  <script src="/docs/assets/swagger-ui-bundle.js"></script>
+  <script>
+    window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null });
+  </script>
+</body>
+</html>
+`;

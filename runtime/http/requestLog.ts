@@ -1,0 +1,30 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from 'pino';
+import { randomBytes } from 'node:crypto';
+
+/**
+ * Gives every request an id (`X-Request-Id` on every response) and writes one structured log
+ * line when it ends: request id, method, route template, operation, status, duration and the
+ * API key id. Never a secret, a body or a query string.
+ */
+export function requestLog(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const started = process.hrtime.bigint();
+    const requestId = `req_${randomBytes(10).toString('hex')}`;
+    res.locals.requestId = requestId;
+    res.locals.log = logger;
+    res.setHeader('X-Request-Id', requestId);
+    res.on('finish', () => {
+      logger.info({
+        requestId,
+        method: req.method,
+        route: res.locals.route ?? null,
+        operationId: res.locals.operationId ?? null,
+        status: res.statusCode,
+        durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+        apiKeyId: res.locals.apiKeyId ?? null,
+      }, 'request');
+    });
+    next();
+  };
+}

@@ -1,0 +1,48 @@
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import { ApiError, ErrorDetail } from '../errors';
+
+/** At most this many problems are reported: enough to fix a request, bounded for hostile input. */
+export const MAX_ERROR_DETAILS = 20;
+
+/**
+ * Validates `data` with a generated validator (which may coerce query strings and fill in
+ * defaults in place) and returns it, or throws 400 VALIDATION_ERROR whose details point into
+ * the request: `/readings/3/value` for the body, `/query/limit`, `/path/id`.
+ */
+export function validateOrThrow<T>(validate: ValidateFunction, data: T, prefix: string): T {
+  if (validate(data)) return data;
+  const details = toDetails(validate.errors ?? [], prefix);
+  const first = details[0];
+  const more = details.length > 1 ? ` (and ${details.length - 1} more)` : '';
+  const where = prefix === '' ? 'Request body' : prefix === '/query' ? 'Query' : 'Path';
+  throw new ApiError('VALIDATION_ERROR', first ? `${first.path || where}: ${first.message}${more}` : `${where} is invalid`, details);
+}
+
+function toDetails(errors: ErrorObject[], prefix: string): ErrorDetail[] {
+  const seen = new Set<string>();
+  const out: ErrorDetail[] = [];
+  for (const e of errors) {
+    let path = prefix + e.instancePath;
+    let message = e.message ?? 'is invalid';
+    if (e.keyword === 'additionalProperties') {
+      path += `/${(e.params as { additionalProperty: string }).additionalProperty}`;
+      message = 'is not a known field';
+    } else if (e.keyword === 'required') {
+      path += `/${(e.params as { missingProperty: string }).missingProperty}`;
+      message = 'is required';
+    } else if (e.keyword === 'dependentRequired') {
+      path += `/${(e.params as { missingProperty: string }).missingProperty}`;
+      message = `is required when ${(e.params as { property: string }).property} is given`;
+    } else if (e.keyword === 'enum') {
+      message = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+    } else if (e.keyword === 'format' && (e.params as { format: string }).format === 'date-time') {
+      message = 'must be an RFC 3339 date-time with a time zone offset, e.g. 2026-11-22T04:19:50.123Z';
+    }
+    const key = `${path} ${message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ path, message });
+    if (out.length >= MAX_ERROR_DETAILS) break;
+  }
+  return out;
+}

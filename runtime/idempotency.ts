@@ -1,0 +1,194 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { Knex } from 'knex';
+import { ApiError } from './errors';
+import { inWriteTransaction } from './storage/writeTransaction';
+
+/**
+ * Idempotency-Key (seed "Limits", decisions.md §6). One mechanism for every POST, PATCH and
+ * DELETE, with all state in the `idempotency_keys` table so that any number of server
+ * processes on one database behave as one:
+ *
+ * 1. claim: insert the row (ON CONFLICT DO NOTHING) and commit it on its own, before the
+ *    operation runs — a concurrent duplicate sees the row at once and answers
+ *    IDEMPOTENCY_IN_PROGRESS instead of waiting. The row carries the request fingerprint, a
+ *    random lock token and a lease.
+ * 2. run: the operation's writes and the stored response commit in one transaction whose last
+ *    statement updates the row only if it still holds our lock token (fencing). A worker whose
+ *    lease was taken over cannot commit; a crash leaves neither the writes nor the response.
+ * 3. A claim whose lease ran out (its process died) is taken over by the next retry.
+ *
+ * Stored: every response the operation produced (2xx and its own 4xx). Not stored: requests
+ * rejected before the operation ran, and 5xx — the claim is released so a retry runs again.
+ */
+
+export const IDEMPOTENCY_HEADER = 'idempotency-key';
+
+export interface IdempotencySettings {
+  ttlSeconds: number;
+  leaseSeconds: number;
+}
+
+export interface StoredResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+export interface Claimed {
+  kind: 'claimed';
+  apiKeyId: string;
+  key: string;
+  token: string;
+}
+
+export type ClaimResult = Claimed | { kind: 'replay'; response: StoredResponse };
+
+interface IdempotencyRow {
+  api_key_id: string;
+  idempotency_key: string;
+  fingerprint: string;
+  state: 'in_progress' | 'completed';
+  lock_token: string | null;
+  locked_until: string | null;
+  response_status: number | null;
+  response_headers: string | null;
+  response_body: string | null;
+  created_at: string;
+  expires_at: string;
+}
+
+/** Reads the header: absent → undefined; empty, too long or sent twice → 400 IDEMPOTENCY_KEY_INVALID. */
+export function readIdempotencyKey(values: string[] | undefined): string | undefined {
+  if (values === undefined) return undefined;
+  if (values.length !== 1) throw new ApiError('IDEMPOTENCY_KEY_INVALID', 'Send the Idempotency-Key header once');
+  const key = values[0];
+  if (key.length < 1 || key.length > 128) throw new ApiError('IDEMPOTENCY_KEY_INVALID', 'Idempotency-Key must be 1 to 128 characters');
+  return key;
+}
+
+/**
+ * The request's fingerprint: method, path and the body as received, in canonical JSON (object
+ * keys sorted, no whitespace; `1` and `"1"` stay different).
+ */
+export function fingerprint(method: string, path: string, body: unknown): string {
+  return createHash('sha256').update(`${method.toUpperCase()} ${path}\n${canonicalJson(body ?? null)}`).digest('hex');
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+const isoIn = (now: number, seconds: number) => new Date(now + seconds * 1000).toISOString();
+
+const reused = () => new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request (method, path or body). Use a new key for a new request; do not retry.');
+const inProgress = () => new ApiError('IDEMPOTENCY_IN_PROGRESS', 'A request with this Idempotency-Key is still being processed. Do not retry; fetch the resource or wait for the first request.');
+
+/**
+ * Claims `key` for this request, or answers what the request gets instead: the stored
+ * response (replay), or 409 IDEMPOTENCY_KEY_REUSED / IDEMPOTENCY_IN_PROGRESS (thrown).
+ * Each statement commits on its own.
+ */
+export async function claimIdempotencyKey(
+  db: Knex,
+  settings: IdempotencySettings,
+  apiKeyId: string,
+  key: string,
+  requestFingerprint: string,
+): Promise<ClaimResult> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const now = Date.now();
+    const token = randomBytes(16).toString('hex');
+    const fresh: IdempotencyRow = {
+      api_key_id: apiKeyId,
+      idempotency_key: key,
+      fingerprint: requestFingerprint,
+      state: 'in_progress',
+      lock_token: token,
+      locked_until: isoIn(now, settings.leaseSeconds),
+      response_status: null,
+      response_headers: null,
+      response_body: null,
+      created_at: new Date(now).toISOString(),
+      expires_at: isoIn(now, settings.ttlSeconds),
+    };
+    await db('idempotency_keys').insert(fresh).onConflict(['api_key_id', 'idempotency_key']).ignore();
+    const row: IdempotencyRow | undefined = await db('idempotency_keys').where({ api_key_id: apiKeyId, idempotency_key: key }).first();
+    if (!row) continue; // purged between the two statements: try again
+    if (row.lock_token === token) return { kind: 'claimed', apiKeyId, key, token };
+
+    const nowIso = new Date(now).toISOString();
+    if (row.expires_at <= nowIso) {
+      // retention is over: the key starts a new operation (compare-and-set on the old row)
+      const taken = await db('idempotency_keys')
+        .where({ api_key_id: apiKeyId, idempotency_key: key, created_at: row.created_at, expires_at: row.expires_at })
+        .update({ ...fresh });
+      if (taken) return { kind: 'claimed', apiKeyId, key, token };
+      continue;
+    }
+    if (row.fingerprint !== requestFingerprint) throw reused();
+    if (row.state === 'completed') {
+      return {
+        kind: 'replay',
+        response: {
+          status: Number(row.response_status),
+          headers: JSON.parse(row.response_headers ?? '{}'),
+          body: row.response_body === null ? undefined : JSON.parse(row.response_body),
+        },
+      };
+    }
+    if (row.locked_until && row.locked_until > nowIso) throw inProgress();
+    // the lease ran out: the process that held it died or stalls; take the claim over
+    const taken = await db('idempotency_keys')
+      .where({ api_key_id: apiKeyId, idempotency_key: key, state: 'in_progress', lock_token: row.lock_token })
+      .update({ lock_token: token, locked_until: isoIn(now, settings.leaseSeconds) });
+    if (taken) return { kind: 'claimed', apiKeyId, key, token };
+  }
+  throw inProgress();
+}
+
+/**
+ * Stores the response inside the operation's transaction. Fenced on the lock token: when the
+ * claim was taken over meanwhile, nothing is stored and the transaction must roll back.
+ */
+export async function storeIdempotentResponse(trx: Knex.Transaction, claim: Claimed, response: StoredResponse): Promise<void> {
+  const updated = await trx('idempotency_keys')
+    .where({ api_key_id: claim.apiKeyId, idempotency_key: claim.key, state: 'in_progress', lock_token: claim.token })
+    .update({
+      state: 'completed',
+      lock_token: null,
+      locked_until: null,
+      response_status: response.status,
+      response_headers: JSON.stringify(response.headers),
+      response_body: response.body === undefined ? null : JSON.stringify(response.body),
+    });
+  if (updated !== 1) throw new LeaseLostError();
+}
+
+/** The claim was taken over by another request after our lease ran out: our work must not commit. */
+export class LeaseLostError extends ApiError {
+  constructor() {
+    super('IDEMPOTENCY_IN_PROGRESS', 'The lease on this Idempotency-Key ran out and another request took it over. Do not retry; fetch the resource.');
+  }
+}
+
+/** Stores an answer in a transaction of its own (the operation's own 4xx, after its writes rolled back). */
+export async function storeIdempotentResponseAlone(db: Knex, claim: Claimed, response: StoredResponse): Promise<void> {
+  await inWriteTransaction(db, (trx) => storeIdempotentResponse(trx, claim, response));
+}
+
+/** Releases a claim after a 5xx or crash of the operation, so that a retry runs it again. */
+export async function releaseIdempotencyKey(db: Knex, claim: Claimed): Promise<void> {
+  await db('idempotency_keys').where({ api_key_id: claim.apiKeyId, idempotency_key: claim.key, state: 'in_progress', lock_token: claim.token }).delete();
+}
+
+/** Deletes expired rows, at most `batch` at a time; returns how many. */
+export async function purgeExpiredIdempotencyKeys(db: Knex, batch = 1000): Promise<number> {
+  const now = new Date().toISOString();
+  const expired = db('idempotency_keys').select('api_key_id', 'idempotency_key').where('expires_at', '<=', now).limit(batch);
+  return db('idempotency_keys').whereIn(['api_key_id', 'idempotency_key'], expired).delete();
+}

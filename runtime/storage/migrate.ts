@@ -1,0 +1,36 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Knex } from 'knex';
+
+interface MigrationModule {
+  up(knex: Knex): Promise<void>;
+  down?(knex: Knex): Promise<void>;
+}
+
+const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
+
+/**
+ * Forward-only, numbered migrations (`migrations/0001_name.ts`), the same files for SQLite and
+ * Postgres. Read from the folder so that adding one needs no other edit; the same code runs
+ * from TypeScript (tests, scripts) and from the compiled dist/ (npm start).
+ */
+const migrationSource: Knex.MigrationSource<string> = {
+  async getMigrations() {
+    return fs
+      .readdirSync(MIGRATIONS_DIR)
+      .filter((f) => /^\d{4}_[a-z0-9_]+\.(ts|js)$/.test(f))
+      .map((f) => f.replace(/\.(ts|js)$/, ''))
+      .sort();
+  },
+  getMigrationName: (name) => name,
+  async getMigration(name) {
+    const mod: MigrationModule = require(path.join(MIGRATIONS_DIR, name));
+    return { up: mod.up, down: mod.down ?? (async () => { throw new Error('migrations are forward-only'); }) };
+  },
+};
+
+/** Applies every pending migration; safe to run concurrently from several processes (Knex takes a lock). */
+export async function migrateLatest(db: Knex): Promise<string[]> {
+  const [, applied] = await db.migrate.latest({ migrationSource });
+  return applied as string[];
+}

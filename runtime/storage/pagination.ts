@@ -1,0 +1,67 @@
+import { Knex } from 'knex';
+import { validationError } from '../errors';
+
+/**
+ * Keyset pagination (decisions.md §4). The cursor is an opaque base64url token holding the
+ * sort key of the last item of the page; the next page continues strictly after it, so a
+ * walk returns every item exactly once even while items are added (new rows sort later).
+ */
+export interface PageRequest {
+  limit: number;
+  cursor?: string;
+}
+
+export interface Page<T> {
+  data: T[];
+  nextCursor: string | null;
+}
+
+/** A sort key: columns in order (all ascending); the last must be unique (`seq`). */
+export type SortKey = readonly string[];
+
+export async function fetchPage<Row extends Record<string, any>, T>(
+  query: Knex.QueryBuilder,
+  sortKey: SortKey,
+  page: PageRequest,
+  toResource: (row: Row) => T,
+): Promise<Page<T>> {
+  if (page.cursor !== undefined) {
+    const after = decodeCursor(page.cursor, sortKey.length);
+    // (c1, c2, …) > (v1, v2, …), written out so that it means the same on SQLite and Postgres
+    query.where((outer) => {
+      sortKey.forEach((_, i) => {
+        outer.orWhere((inner) => {
+          for (let j = 0; j < i; j++) inner.where(sortKey[j], after[j]);
+          inner.where(sortKey[i], '>', after[i]);
+        });
+      });
+    });
+  }
+  for (const column of sortKey) query.orderBy(column, 'asc');
+  const rows: Row[] = await query.limit(page.limit + 1);
+  const hasMore = rows.length > page.limit;
+  const pageRows = hasMore ? rows.slice(0, page.limit) : rows;
+  const last = pageRows[pageRows.length - 1];
+  return {
+    data: pageRows.map(toResource),
+    nextCursor: hasMore && last ? encodeCursor(sortKey.map((c) => last[unqualified(c)])) : null,
+  };
+}
+
+function unqualified(column: string): string {
+  return column.includes('.') ? column.slice(column.lastIndexOf('.') + 1) : column;
+}
+
+function encodeCursor(values: unknown[]): string {
+  return Buffer.from(JSON.stringify(values)).toString('base64url');
+}
+
+function decodeCursor(cursor: string, length: number): (string | number)[] {
+  try {
+    const values = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(values) && values.length === length && values.every((v) => typeof v === 'string' || typeof v === 'number')) return values;
+  } catch {
+    // fall through to the one error below
+  }
+  throw validationError('cursor is malformed: pass the nextCursor of the previous page unchanged', [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
+}

@@ -1,0 +1,83 @@
+import { Knex } from 'knex';
+import type { components } from '../../../generated/types';
+import { newId } from '../../ids';
+import { nowIso } from '../../time';
+import { fetchPage, Page, PageRequest } from '../pagination';
+
+export type Site = components['schemas']['Site'];
+export type SiteCreate = components['schemas']['SiteCreate'];
+export type SiteUpdate = components['schemas']['SiteUpdate'];
+
+interface SiteRow {
+  seq: number;
+  id: string;
+  org_id: string;
+  name: string;
+  address: string | null;
+  latitude: number | null;
+  longitude: number | null;
+  geofence_radius_meters: number;
+  timezone: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+const DEFAULT_GEOFENCE_RADIUS_METERS = 100;
+
+function toSite(row: SiteRow): Site {
+  return {
+    id: row.id,
+    name: row.name,
+    address: row.address,
+    latitude: row.latitude === null ? null : Number(row.latitude),
+    longitude: row.longitude === null ? null : Number(row.longitude),
+    geofenceRadiusMeters: Number(row.geofence_radius_meters),
+    timezone: row.timezone,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export async function createSite(db: Knex, orgId: string, input: SiteCreate): Promise<Site> {
+  const now = nowIso();
+  const row: Omit<SiteRow, 'seq'> = {
+    id: newId('site'),
+    org_id: orgId,
+    name: input.name,
+    address: input.address ?? null,
+    latitude: input.latitude ?? null,
+    longitude: input.longitude ?? null,
+    geofence_radius_meters: input.geofenceRadiusMeters ?? DEFAULT_GEOFENCE_RADIUS_METERS,
+    timezone: input.timezone ?? null,
+    created_at: now,
+    updated_at: now,
+  };
+  await db('sites').insert(row);
+  return toSite({ seq: 0, ...row });
+}
+
+export async function findSite(db: Knex, orgId: string, id: string): Promise<Site | undefined> {
+  const row = await db<SiteRow>('sites').where({ org_id: orgId, id }).first();
+  return row && toSite(row);
+}
+
+export async function listSites(db: Knex, orgId: string, page: PageRequest): Promise<Page<Site>> {
+  return fetchPage(db<SiteRow>('sites').where({ org_id: orgId }), ['seq'], page, toSite);
+}
+
+/** Applies the fields present in `changes`; undefined when the site does not exist. */
+export async function updateSite(db: Knex, orgId: string, id: string, changes: SiteUpdate): Promise<Site | undefined> {
+  const columns: Partial<SiteRow> = { updated_at: nowIso() };
+  if (changes.name !== undefined) columns.name = changes.name;
+  if (changes.address !== undefined) columns.address = changes.address;
+  if (changes.latitude !== undefined) columns.latitude = changes.latitude;
+  if (changes.longitude !== undefined) columns.longitude = changes.longitude;
+  if (changes.geofenceRadiusMeters !== undefined) columns.geofence_radius_meters = changes.geofenceRadiusMeters;
+  if (changes.timezone !== undefined) columns.timezone = changes.timezone;
+  const updated = await db('sites').where({ org_id: orgId, id }).update(columns);
+  return updated ? findSite(db, orgId, id) : undefined;
+}
+
+export async function deleteSite(db: Knex, orgId: string, id: string): Promise<boolean> {
+  return (await db('sites').where({ org_id: orgId, id }).delete()) > 0;
+}

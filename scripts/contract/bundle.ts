@@ -1,0 +1,77 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
+
+export type OpenApiDocument = Record<string, any>;
+
+/**
+ * Merges contract/openapi.yaml with every contract/paths/*.yaml (in name order). Each
+ * resource file holds `paths` and `components`; every `$ref` is local to the merged
+ * document (`#/components/...`), so merging is all the bundling there is. A path or a
+ * component defined twice is an error, never a silent override.
+ */
+export function buildContract(contractDir: string): OpenApiDocument {
+  const doc = readYaml(path.join(contractDir, 'openapi.yaml'));
+  doc.paths ??= {};
+  doc.components ??= {};
+  const pathsDir = path.join(contractDir, 'paths');
+  const files = fs.readdirSync(pathsDir).filter((f) => f.endsWith('.yaml')).sort();
+  for (const file of files) {
+    const part = readYaml(path.join(pathsDir, file));
+    for (const key of Object.keys(part)) {
+      if (key !== 'paths' && key !== 'components') throw new Error(`contract/paths/${file}: unexpected top-level key "${key}" (only paths and components)`);
+    }
+    mergeInto(doc.paths, part.paths ?? {}, `contract/paths/${file}: path`);
+    for (const [section, entries] of Object.entries<Record<string, unknown>>(part.components ?? {})) {
+      doc.components[section] ??= {};
+      mergeInto(doc.components[section], entries, `contract/paths/${file}: components.${section}`);
+    }
+  }
+  checkRefs(doc);
+  return doc;
+}
+
+function readYaml(file: string): OpenApiDocument {
+  const parsed = YAML.parse(fs.readFileSync(file, 'utf8'), { uniqueKeys: true });
+  if (!parsed || typeof parsed !== 'object') throw new Error(`${file}: not a YAML mapping`);
+  return parsed;
+}
+
+function mergeInto(target: Record<string, unknown>, source: Record<string, unknown>, what: string): void {
+  for (const [key, value] of Object.entries(source)) {
+    if (key in target) throw new Error(`${what} "${key}" is defined twice`);
+    target[key] = value;
+  }
+}
+
+/** Every `$ref` must point at something in the merged document. */
+function checkRefs(doc: OpenApiDocument): void {
+  const walk = (node: unknown, where: string): void => {
+    if (Array.isArray(node)) return node.forEach((n, i) => walk(n, `${where}/${i}`));
+    if (!node || typeof node !== 'object') return;
+    for (const [key, value] of Object.entries(node)) {
+      if (key === '$ref' && typeof value === 'string') {
+        if (!value.startsWith('#/') || resolvePointer(doc, value) === undefined) throw new Error(`unresolved $ref ${value} at ${where}`);
+      } else walk(value, `${where}/${key}`);
+    }
+  };
+  walk(doc, '#');
+}
+
+export function resolvePointer(doc: unknown, ref: string): any {
+  return ref
+    .slice(2)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce<any>((node, key) => (node && typeof node === 'object' ? node[key] : undefined), doc);
+}
+
+/** Follows `$ref`s until a non-reference object. */
+export function deref<T = any>(doc: OpenApiDocument, node: any): T {
+  let current = node;
+  for (let i = 0; current && typeof current === 'object' && typeof current.$ref === 'string'; i++) {
+    if (i > 20) throw new Error(`$ref cycle at ${node.$ref}`);
+    current = resolvePointer(doc, current.$ref);
+  }
+  return current;
+}

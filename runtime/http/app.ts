@@ -59,6 +59,7 @@ export function createApp(config: Config, options: AppOptions): App {
   api.register({
     ...handlers,
     postRoutingHandler: async (c: Context, _req: Request, res: Response) => {
+      if (!c.operation) return; // also called when routing failed (404/405)
       const op = operations[c.operation.operationId as OperationId];
       res.locals.operationId = op.operationId;
       res.locals.route = op.path;

@@ -21,18 +21,27 @@ async function main(): Promise<void> {
   const database = openDatabase(config.databaseUrl);
   await migrateLatest(database.knex);
 
-  if ((await countApiKeys(database.knex)) === 0) {
-    const { key, secret } = await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' });
-    const base = `http://${config.host}:${config.port}`;
-    process.stdout.write(
-      `\nNo API key existed, so one was created with every scope in organization "${DEFAULT_ORGANIZATION}" (id ${key.id}).\n` +
-        `It is shown only this once:\n\n  ${secret}\n\nTry it:\n\n  curl -s -H "Authorization: Bearer ${secret}" ${base}/v1/sites\n\n`,
-    );
-  }
+  // first start: one key with every scope, shown once (decisions.md §1)
+  const bootstrap = (await countApiKeys(database.knex)) === 0
+    ? await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' })
+    : undefined;
 
   const { app, close } = createApp(config, { db: database.knex, logger });
   const server = app.listen(config.port, config.host, () => {
-    logger.info({ address: `http://${config.host}:${config.port}`, database: database.dialect }, 'listening');
+    const address = server.address();
+    const port = address && typeof address === 'object' ? address.port : config.port;
+    if (bootstrap) {
+      process.stdout.write(
+        `\nNo API key existed, so one was created with every scope in organization "${DEFAULT_ORGANIZATION}" (id ${bootstrap.key.id}).\n` +
+          `It is shown only this once:\n\n  ${bootstrap.secret}\n\nTry it:\n\n` +
+          `  curl -s -H "Authorization: Bearer ${bootstrap.secret}" http://${config.host}:${port}/v1/sites\n\n`,
+      );
+    }
+    logger.info({ address: `http://${config.host}:${port}`, database: database.dialect }, 'listening');
+  });
+  server.on('error', (err) => {
+    console.error(`Cannot listen on ${config.host}:${config.port}: ${err.message} (set PORT or HOST)`);
+    process.exit(1);
   });
   const shutdown = () => {
     close();

@@ -1,0 +1,71 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { ALL_SCOPES } from '../runtime/auth/apiKeys';
+import { describeEachDatabase, anError } from './support/testApp';
+
+const run = promisify(execFile);
+const ROOT = path.join(__dirname, '..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+
+/** `npm run keys -- …` as a user runs it, against the test database. */
+async function keysCli(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(TSX, ['scripts/keys.ts', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: databaseUrl }, timeout: 30000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+const lastLine = (text: string) => text.trim().split('\n').pop()!;
+
+describeEachDatabase('API keys', (t) => {
+  it('the CLI creates a scoped key in a new organization, printing the secret last, once', async () => {
+    const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read,sites:write', '--org', 'acme', '--name', 'ci');
+    expect(created.code).toBe(0);
+    const secret = lastLine(created.stdout);
+    expect(secret).toMatch(/^fop_[A-Za-z0-9_-]{43}$/); // 32 random bytes = 256 bits
+
+    // the key works at once against a server on the same database, only in its organization
+    const auth = `Bearer ${secret}`;
+    const site = (await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Acme HQ' }).expect(201)).body;
+    await t.http.get(`/v1/sites/${site.id}`).set('Authorization', t.auth).expect(404);
+    await t.http.get('/v1/sites').set('Authorization', auth).expect(200);
+
+    // stored only as a hash
+    const rows = await t.db.knex('api_keys').select('*');
+    expect(JSON.stringify(rows)).not.toContain(secret);
+
+    const listed = await keysCli(t.db.url, 'list');
+    expect(listed.code).toBe(0);
+    const line = listed.stdout.split('\n').find((l) => l.includes('org=acme'))!;
+    expect(line).toMatch(/^key_[0-9a-z]{24}  ci  org=acme  prefix=fop_\S{6}…  scopes=sites:read,sites:write  created=\S+  lastUsed=\S+  active$/);
+    expect(listed.stdout).not.toContain(secret);
+
+    const keyId = line.split('  ')[0];
+    const revoked = await keysCli(t.db.url, 'revoke', keyId);
+    expect(revoked).toMatchObject({ code: 0, stdout: `revoked ${keyId}\n` });
+    const refused = await t.http.get('/v1/sites').set('Authorization', auth).expect(401);
+    expect(refused.body).toEqual(anError('UNAUTHENTICATED'));
+    expect((await keysCli(t.db.url, 'list')).stdout).toMatch(new RegExp(`${keyId}.*REVOKED=`));
+  });
+
+  it('refuses an unknown scope with the list of valid ones, and bad usage', async () => {
+    const bad = await keysCli(t.db.url, 'create', '--scopes', 'sites:read,sites:admin');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('unknown scope sites:admin');
+    expect(bad.stderr).toContain(ALL_SCOPES.join(', '));
+    expect((await keysCli(t.db.url, 'revoke', 'key_doesnotexist')).code).toBe(2);
+    expect((await keysCli(t.db.url, 'frobnicate')).code).toBe(2);
+    expect((await keysCli(t.db.url, 'create')).stderr).toContain('create needs --scopes');
+  });
+
+  it('scopes come from the contract', () => {
+    const { operations } = require('../generated/operations');
+    const fromContract = new Set(Object.values(operations).flatMap((op: any) => op.scopes));
+    expect([...fromContract].sort()).toEqual(ALL_SCOPES);
+    expect(ALL_SCOPES).toEqual(expect.arrayContaining(['sites:read', 'sites:write']));
+  });
+});

@@ -1,0 +1,75 @@
+import { spawn, execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { loadConfig, ConfigError } from '../runtime/config';
+
+const ROOT = path.join(__dirname, '..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    expect(loadConfig({})).toEqual({
+      port: 8080, host: '127.0.0.1', databaseUrl: 'sqlite:data/fieldops.sqlite', idempotencyTtlSeconds: 86400,
+      idempotencyLeaseSeconds: 60, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
+    });
+  });
+
+  it.each([
+    ['PORT', 'abc', 'PORT="abc" is invalid: expected a whole number from 0 to 65535'],
+    ['PORT', '70000', 'PORT="70000" is invalid: expected a whole number from 0 to 65535'],
+    ['IDEMPOTENCY_TTL_SECONDS', '-5', 'IDEMPOTENCY_TTL_SECONDS="-5" is invalid'],
+    ['MAX_BODY_BYTES', '1MB', 'MAX_BODY_BYTES="1MB" is invalid'],
+    ['LOG_LEVEL', 'loud', 'LOG_LEVEL="loud" is invalid: expected one of fatal, error, warn, info, debug, trace, silent'],
+    ['DATABASE_URL', 'mysql://x', 'DATABASE_URL="mysql://x" is invalid: expected sqlite:'],
+    ['CORS_ORIGINS', 'not an origin', 'CORS_ORIGINS contains "not an origin"'],
+  ])('%s=%s is refused with a line naming it', (name, value, message) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(message);
+  });
+});
+
+describe('npm start (runtime/main.ts)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-start-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('stops with one clear line for a bad variable', async () => {
+    const result = await promisify(execFile)(TSX, ['runtime/main.ts'], { cwd: ROOT, env: { ...process.env, PORT: 'eighty' }, timeout: 30000 }).catch((e) => e);
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim()).toBe('Configuration error: PORT="eighty" is invalid: expected a whole number from 0 to 65535');
+  });
+
+  it('on first start creates the database and one key with every scope, printed once with a curl line', async () => {
+    const env = { ...process.env, DATABASE_URL: `sqlite:${path.join(dir, 'nested', 'fresh.sqlite')}`, PORT: '0', LOG_LEVEL: 'info' };
+    const first = await startUntilListening(env);
+    expect(first.stdout).toMatch(/No API key existed, so one was created with every scope in organization "default"/);
+    const secret = /\n {2}(fop_[A-Za-z0-9_-]{43})\n/.exec(first.stdout)![1];
+    expect(first.stdout).toContain(`curl -s -H "Authorization: Bearer ${secret}" http://127.0.0.1:${first.port}/v1/sites`);
+    const res = await fetch(`http://127.0.0.1:${first.port}/v1/sites`, { headers: { Authorization: `Bearer ${secret}` } });
+    expect(res.status).toBe(200);
+    first.stop();
+
+    const second = await startUntilListening(env);
+    expect(second.stdout).not.toContain('fop_');
+    second.stop();
+  });
+});
+
+/** Starts the server and resolves once it logs "listening" (with the port it got). */
+function startUntilListening(env: NodeJS.ProcessEnv): Promise<{ stdout: string; port: number; stop(): void }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, ['runtime/main.ts'], { cwd: ROOT, env });
+    let stdout = '';
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`server did not start:\n${stdout}`)); }, 30000);
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+      const listening = stdout.split('\n').map((l) => { try { return JSON.parse(l); } catch { return null; } }).find((l) => l?.msg === 'listening');
+      if (listening) {
+        clearTimeout(timer);
+        resolve({ stdout, port: Number(new URL(listening.address).port), stop: () => child.kill('SIGTERM') });
+      }
+    });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${stdout}`)); });
+  });
+}

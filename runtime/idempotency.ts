@@ -67,11 +67,14 @@ export function readIdempotencyKey(values: string[] | undefined): string | undef
 }
 
 /**
- * The request's fingerprint: method, path and the body as received, in canonical JSON (object
- * keys sorted, no whitespace; `1` and `"1"` stay different).
+ * The request's fingerprint: method, path (with its query, if any) and the body as received, in
+ * canonical JSON (object keys sorted, no whitespace; `1` and `"1"` stay different). The caller
+ * passes the body before validation fills in defaults, so that a default changing between
+ * releases does not turn a retry into IDEMPOTENCY_KEY_REUSED.
  */
-export function fingerprint(method: string, path: string, body: unknown): string {
-  return createHash('sha256').update(`${method.toUpperCase()} ${path}\n${canonicalJson(body ?? null)}`).digest('hex');
+export function fingerprint(method: string, path: string, body: unknown, query: Record<string, unknown> = {}): string {
+  const target = Object.keys(query).length ? `${path}?${canonicalJson(query)}` : path;
+  return createHash('sha256').update(`${method.toUpperCase()} ${target}\n${canonicalJson(body ?? null)}`).digest('hex');
 }
 
 function canonicalJson(value: unknown): string {
@@ -122,10 +125,14 @@ export async function claimIdempotencyKey(
     if (row.lock_token === token) return { kind: 'claimed', apiKeyId, key, token };
 
     const nowIso = new Date(now).toISOString();
+    const leaseLive = row.state === 'in_progress' && row.locked_until !== null && row.locked_until > nowIso;
     if (row.expires_at <= nowIso) {
-      // retention is over: the key starts a new operation (compare-and-set on the old row)
+      // Retention is over: the key starts a new operation, whatever its body — but only once
+      // nobody holds it, so that a retention shorter than a running operation never lets a
+      // second run start beside the first.
+      if (leaseLive) throw inProgress();
       const taken = await db('idempotency_keys')
-        .where({ api_key_id: apiKeyId, idempotency_key: key, created_at: row.created_at, expires_at: row.expires_at })
+        .where({ api_key_id: apiKeyId, idempotency_key: key, created_at: row.created_at, lock_token: row.lock_token })
         .update({ ...fresh });
       if (taken) return { kind: 'claimed', apiKeyId, key, token };
       continue;
@@ -141,7 +148,7 @@ export async function claimIdempotencyKey(
         },
       };
     }
-    if (row.locked_until && row.locked_until > nowIso) throw inProgress();
+    if (leaseLive) throw inProgress();
     // the lease ran out: the process that held it died or stalls; take the claim over
     const taken = await db('idempotency_keys')
       .where({ api_key_id: apiKeyId, idempotency_key: key, state: 'in_progress', lock_token: row.lock_token })
@@ -186,9 +193,16 @@ export async function releaseIdempotencyKey(db: Knex, claim: Claimed): Promise<v
   await db('idempotency_keys').where({ api_key_id: claim.apiKeyId, idempotency_key: claim.key, state: 'in_progress', lock_token: claim.token }).delete();
 }
 
-/** Deletes expired rows, at most `batch` at a time; returns how many. */
+/**
+ * Deletes expired rows, at most `batch` at a time; returns how many. A row still held by a live
+ * lease is kept even when expired: deleting it would make its running operation fail to commit.
+ */
 export async function purgeExpiredIdempotencyKeys(db: Knex, batch = 1000): Promise<number> {
   const now = new Date().toISOString();
-  const expired = db('idempotency_keys').select('api_key_id', 'idempotency_key').where('expires_at', '<=', now).limit(batch);
-  return db('idempotency_keys').whereIn(['api_key_id', 'idempotency_key'], expired).delete();
+  const purgeable = (q: Knex.QueryBuilder) =>
+    q.where('expires_at', '<=', now).andWhere((held) => held.where('state', 'completed').orWhereNull('locked_until').orWhere('locked_until', '<=', now));
+  const expired = purgeable(db('idempotency_keys').select('api_key_id', 'idempotency_key')).limit(batch);
+  // the conditions are repeated on the delete itself: when a row changed under the statement
+  // (claimed again), Postgres re-checks only those, so a fresh claim is never deleted
+  return purgeable(db('idempotency_keys').whereIn(['api_key_id', 'idempotency_key'], expired)).delete();
 }

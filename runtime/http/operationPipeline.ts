@@ -16,6 +16,7 @@ import {
   storeIdempotentResponse,
   storeIdempotentResponseAlone,
   Claimed,
+  LeaseLostError,
   StoredResponse,
   IDEMPOTENCY_HEADER,
 } from '../idempotency';
@@ -53,7 +54,7 @@ export async function runOperation(
   const idempotencyKey = isWrite ? readIdempotencyKey(req.headersDistinct[IDEMPOTENCY_HEADER]) : undefined;
   const rawBody = op.hasRequestBody ? await readJsonBody(req, res, deps.maxBodyBytes) : undefined;
   // fingerprint the body as received, before validation fills in defaults
-  const requestFingerprint = idempotencyKey === undefined ? '' : fingerprint(op.method, req.path, rawBody);
+  const requestFingerprint = idempotencyKey === undefined ? '' : fingerprint(op.method, req.path, rawBody, req.query as Record<string, unknown>);
 
   const v = validators[operationId];
   const path = validateOrThrow(v.path, { ...params }, '/path');
@@ -88,8 +89,19 @@ export async function runOperation(
 }
 
 /**
+ * Codes that mean "the request was refused before the operation did anything", wherever they
+ * are detected (a handler may validate what the schema cannot express): never stored, the key
+ * is released so a corrected request may reuse it (decisions.md §6).
+ */
+const REFUSED_BEFORE_RUNNING: ReadonlySet<string> = new Set([
+  'VALIDATION_ERROR', 'INVALID_JSON', 'IDEMPOTENCY_KEY_INVALID', 'UNAUTHENTICATED', 'INSUFFICIENT_SCOPE',
+  'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'RATE_LIMITED',
+]);
+
+/**
  * Runs the claimed operation. Its own 4xx (NOT_FOUND, INVALID_TRANSITION…) is stored like a
- * success, after its writes rolled back; a 5xx or crash releases the claim for a retry.
+ * success, after its writes rolled back; a refusal, a 5xx or a crash releases the claim for a
+ * retry. A lost lease means another request owns the key now: leave its row alone.
  */
 async function runClaimed(
   deps: PipelineDeps,
@@ -100,10 +112,17 @@ async function runClaimed(
   try {
     return await work();
   } catch (err) {
-    if (err instanceof ApiError && err.status < 500 && err.code !== 'IDEMPOTENCY_IN_PROGRESS') {
-      const response: StoredResponse = { status: err.status, headers: err.headers, body: { error: err.message, code: err.code, ...(err.details ? { details: err.details } : {}), requestId } };
-      await storeIdempotentResponseAlone(deps.db, claim, response);
-    } else if (!(err instanceof ApiError && err.code === 'IDEMPOTENCY_IN_PROGRESS')) {
+    if (err instanceof LeaseLostError) throw err;
+    if (err instanceof ApiError && err.status < 500 && !REFUSED_BEFORE_RUNNING.has(err.code)) {
+      const body = { error: err.message, code: err.code, ...(err.details?.length ? { details: err.details } : {}), requestId };
+      try {
+        await storeIdempotentResponseAlone(deps.db, claim, { status: err.status, headers: err.headers, body });
+      } catch (storeErr) {
+        if (storeErr instanceof LeaseLostError) throw storeErr;
+        await releaseIdempotencyKey(deps.db, claim).catch(() => undefined);
+        throw storeErr;
+      }
+    } else {
       await releaseIdempotencyKey(deps.db, claim).catch(() => undefined);
     }
     throw err;

@@ -1,0 +1,7 @@
+import { defineHandler } from '../runtime/http/handler';
+import { createUser } from '../runtime/storage/repositories/usersRepository';
+
+export default defineHandler('createUser', async ({ db, principal, body }) => {
+  const user = await createUser(db, principal.orgId, body);
+  return { status: 201, body: user, headers: { Location: `/v1/users/${user.id}` } };
+});

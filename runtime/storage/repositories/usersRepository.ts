@@ -1,0 +1,146 @@
+import { Knex } from 'knex';
+import type { components } from '../../../generated/types';
+import { alreadyExists } from '../../errors';
+import { newId } from '../../ids';
+import { nowIso, normalizeOptionalTimestamp } from '../../time';
+import { isUniqueViolation } from '../databaseErrors';
+import { fetchPage, Page, PageRequest } from '../pagination';
+
+export type User = components['schemas']['User'];
+export type UserCreate = components['schemas']['UserCreate'];
+export type UserUpdate = components['schemas']['UserUpdate'];
+export type LastLocationSource = components['schemas']['LastLocationSource'];
+
+interface UserRow {
+  seq: number;
+  id: string;
+  org_id: string;
+  user_id: string;
+  last_location_site_id: string | null;
+  last_location_checkin_id: string | null;
+  last_location_lat: number | null;
+  last_location_lng: number | null;
+  last_location_accuracy_meters: number | null;
+  last_location_source: string | null;
+  last_location_captured_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+type LastLocationColumns = Pick<
+  UserRow,
+  | 'last_location_site_id'
+  | 'last_location_checkin_id'
+  | 'last_location_lat'
+  | 'last_location_lng'
+  | 'last_location_accuracy_meters'
+  | 'last_location_source'
+  | 'last_location_captured_at'
+>;
+
+/** A last location written by the server when a check-in produces one. */
+export interface CheckinLocation {
+  siteId: string;
+  checkinId: string;
+  latitude: number | null;
+  longitude: number | null;
+  accuracyMeters: number | null;
+  source: LastLocationSource;
+  capturedAt: string;
+}
+
+const numberOrNull = (value: number | string | null): number | null => (value === null ? null : Number(value));
+
+function toUser(row: UserRow): User {
+  return {
+    id: row.id,
+    userId: row.user_id,
+    lastLocationSiteId: row.last_location_site_id,
+    lastLocationCheckinId: row.last_location_checkin_id,
+    lastLocationLat: numberOrNull(row.last_location_lat),
+    lastLocationLng: numberOrNull(row.last_location_lng),
+    lastLocationAccuracyMeters: numberOrNull(row.last_location_accuracy_meters),
+    lastLocationSource: row.last_location_source as LastLocationSource | null,
+    lastLocationCapturedAt: row.last_location_captured_at,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** The columns for the last-location fields present in `fields` (`null` clears one). */
+function lastLocationColumns(fields: UserUpdate): Partial<LastLocationColumns> {
+  const columns: Partial<LastLocationColumns> = {};
+  if (fields.lastLocationSiteId !== undefined) columns.last_location_site_id = fields.lastLocationSiteId;
+  if (fields.lastLocationCheckinId !== undefined) columns.last_location_checkin_id = fields.lastLocationCheckinId;
+  if (fields.lastLocationLat !== undefined) columns.last_location_lat = fields.lastLocationLat;
+  if (fields.lastLocationLng !== undefined) columns.last_location_lng = fields.lastLocationLng;
+  if (fields.lastLocationAccuracyMeters !== undefined) columns.last_location_accuracy_meters = fields.lastLocationAccuracyMeters;
+  if (fields.lastLocationSource !== undefined) columns.last_location_source = fields.lastLocationSource;
+  if (fields.lastLocationCapturedAt !== undefined) columns.last_location_captured_at = normalizeOptionalTimestamp(fields.lastLocationCapturedAt) ?? null;
+  return columns;
+}
+
+export async function createUser(db: Knex, orgId: string, input: UserCreate): Promise<User> {
+  const now = nowIso();
+  const { userId, ...location } = input;
+  const row: Omit<UserRow, 'seq'> = {
+    id: newId('usr'),
+    org_id: orgId,
+    user_id: userId,
+    last_location_site_id: null,
+    last_location_checkin_id: null,
+    last_location_lat: null,
+    last_location_lng: null,
+    last_location_accuracy_meters: null,
+    last_location_source: null,
+    last_location_captured_at: null,
+    ...lastLocationColumns(location),
+    created_at: now,
+    updated_at: now,
+  };
+  try {
+    await db('users').insert(row);
+  } catch (err) {
+    if (isUniqueViolation(db, err)) throw alreadyExists(`A user profile for userId ${userId} already exists`);
+    throw err;
+  }
+  return toUser({ seq: 0, ...row });
+}
+
+export async function findUser(db: Knex, orgId: string, id: string): Promise<User | undefined> {
+  const row = await db<UserRow>('users').where({ org_id: orgId, id }).first();
+  return row && toUser(row);
+}
+
+export async function findUserByUserId(db: Knex, orgId: string, userId: string): Promise<User | undefined> {
+  const row = await db<UserRow>('users').where({ org_id: orgId, user_id: userId }).first();
+  return row && toUser(row);
+}
+
+export async function listUsers(db: Knex, orgId: string, filter: { userId?: string }, page: PageRequest): Promise<Page<User>> {
+  const query = db<UserRow>('users').where({ org_id: orgId });
+  if (filter.userId !== undefined) query.where({ user_id: filter.userId });
+  return fetchPage(query, ['seq'], page, toUser);
+}
+
+/** Applies the last-location fields present in `changes`; undefined when the profile does not exist. */
+export async function updateUser(db: Knex, orgId: string, id: string, changes: UserUpdate): Promise<User | undefined> {
+  const updated = await db('users')
+    .where({ org_id: orgId, id })
+    .update({ ...lastLocationColumns(changes), updated_at: nowIso() });
+  return updated ? findUser(db, orgId, id) : undefined;
+}
+
+/** Replaces the last location of `userId`'s profile; does nothing when there is no profile. */
+export async function refreshLastLocation(db: Knex, orgId: string, userId: string, location: CheckinLocation): Promise<void> {
+  const columns: LastLocationColumns = {
+    last_location_site_id: location.siteId,
+    last_location_checkin_id: location.checkinId,
+    last_location_lat: location.latitude,
+    last_location_lng: location.longitude,
+    last_location_accuracy_meters: location.accuracyMeters,
+    last_location_source: location.source,
+    last_location_captured_at: location.capturedAt,
+  };
+  await db('users').where({ org_id: orgId, user_id: userId }).update({ ...columns, updated_at: location.capturedAt });
+}

@@ -1,0 +1,12 @@
+import { defineHandler } from '../runtime/http/handler';
+import { listAssets } from '../runtime/storage/repositories/assetsRepository';
+
+export default defineHandler('listAssets', async ({ db, principal, query }) => ({
+  status: 200,
+  body: await listAssets(
+    db,
+    principal.orgId,
+    { siteId: query.siteId, assetType: query.assetType, status: query.status },
+    { limit: query.limit ?? 50, cursor: query.cursor },
+  ),
+}));

@@ -1,0 +1,19 @@
+import { defineHandler } from '../runtime/http/handler';
+import { listIssues } from '../runtime/storage/repositories/issuesRepository';
+
+export default defineHandler('listIssues', async ({ db, principal, query }) => ({
+  status: 200,
+  body: await listIssues(
+    db,
+    principal.orgId,
+    {
+      status: query.status,
+      priority: query.priority,
+      siteId: query.siteId,
+      assetId: query.assetId,
+      runId: query.runId,
+      assigneeUserId: query.assigneeUserId,
+    },
+    { limit: query.limit ?? 50, cursor: query.cursor },
+  ),
+}));

@@ -1,0 +1,12 @@
+import { defineHandler } from '../runtime/http/handler';
+import { listCheckins } from '../runtime/storage/repositories/checkinsRepository';
+
+export default defineHandler('listCheckins', async ({ db, principal, query }) => ({
+  status: 200,
+  body: await listCheckins(
+    db,
+    principal.orgId,
+    { userId: query.userId, siteId: query.siteId, status: query.status },
+    { limit: query.limit ?? 50, cursor: query.cursor },
+  ),
+}));

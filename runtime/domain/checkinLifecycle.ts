@@ -1,0 +1,140 @@
+import { Knex } from 'knex';
+import type { components } from '../../generated/types';
+import { invalidField, invalidTransition, notFound } from '../errors';
+import { normalizeTimestamp, nowIso } from '../time';
+import { geofenceVerdict, GeofenceVerdict, NO_VERDICT, PreviousLocation } from './geofence';
+import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfStatus } from '../storage/repositories/checkinsRepository';
+import { findSite } from '../storage/repositories/sitesRepository';
+import { findUserByUserId, LastLocationSource, refreshLastLocation, User } from '../storage/repositories/usersRepository';
+
+/**
+ * The check-in lifecycle (decisions.md §3): `pre_checkin → active → checked_out`, the
+ * server-set times, the geofence verdict and the refresh of the user's last location. Every
+ * write goes through the `db` it is given: the request's transaction, so the check-in and the
+ * profile refresh commit (or roll back) together.
+ */
+
+type CheckinCreate = components['schemas']['CheckinCreate'];
+type CheckinUpdate = components['schemas']['CheckinUpdate'];
+type Coordinates = components['schemas']['Coordinates'];
+
+const NEXT_STATUS: Record<CheckinStatus, CheckinStatus | null> = { pre_checkin: 'active', active: 'checked_out', checked_out: null };
+
+/** Staying put is allowed (it updates addresses/coordinates); otherwise only one step forward. */
+export function canMove(from: CheckinStatus, to: CheckinStatus): boolean {
+  return from === to || NEXT_STATUS[from] === to;
+}
+
+export async function createCheckin(db: Knex, orgId: string, input: CheckinCreate): Promise<Checkin> {
+  const now = nowIso();
+  const startAt = input.arrivalWindowStartAt === undefined ? null : normalizeTimestamp(input.arrivalWindowStartAt);
+  const endAt = input.arrivalWindowEndAt === undefined ? null : normalizeTimestamp(input.arrivalWindowEndAt);
+  if (startAt !== null && endAt !== null && endAt < startAt) {
+    throw invalidField('/arrivalWindowEndAt', 'must not be before arrivalWindowStartAt');
+  }
+  const status = input.status ?? 'pre_checkin';
+  const checkedInAt = status === 'active' ? now : null;
+  const coordinates = input.coordinates ? withAccuracy(input.coordinates) : null;
+  const profile = await findUserByUserId(db, orgId, input.userId);
+
+  const checkin = await insertCheckin(db, orgId, {
+    userId: input.userId,
+    siteId: input.siteId,
+    status,
+    arrivalWindowStartAt: startAt,
+    arrivalWindowEndAt: endAt,
+    coordinates,
+    checkInAddress: input.checkInAddress ?? null,
+    checkOutAddress: null,
+    checkedInAt,
+    checkedOutAt: null,
+    ...(coordinates
+      ? await verdictFor(db, orgId, { siteId: input.siteId, coordinates, checkedInAt, arrivalWindowStartAt: startAt, arrivalWindowEndAt: endAt }, profile, now)
+      : NO_VERDICT),
+    updatedAt: now,
+  });
+
+  // a walk-in is an activation; a planned check-in with a position is a "created" location
+  if (status === 'active') await refreshProfile(db, orgId, profile, checkin, 'site_checkin_activated', now);
+  else if (coordinates) await refreshProfile(db, orgId, profile, checkin, 'site_checkin_created', now);
+  return checkin;
+}
+
+export async function updateCheckin(db: Knex, orgId: string, id: string, changes: CheckinUpdate): Promise<Checkin> {
+  const current = await findCheckin(db, orgId, id);
+  if (!current) throw notFound('checkin', id);
+  const status = changes.status ?? current.status;
+  if (!canMove(current.status, status)) throw invalidTransition(`A check-in cannot move from ${current.status} to ${status}`);
+
+  const now = nowIso();
+  const activating = current.status !== 'active' && status === 'active';
+  const checkingOut = current.status !== 'checked_out' && status === 'checked_out';
+  const coordinates = changes.coordinates ? withAccuracy(changes.coordinates) : current.coordinates;
+  const next: Checkin = {
+    ...current,
+    status,
+    coordinates,
+    checkInAddress: changes.checkInAddress ?? current.checkInAddress,
+    checkOutAddress: changes.checkOutAddress ?? current.checkOutAddress,
+    checkedInAt: activating ? now : current.checkedInAt,
+    checkedOutAt: checkingOut ? now : current.checkedOutAt,
+    updatedAt: now,
+  };
+
+  // a verdict describes a reported position: recomputed when one is reported, and at
+  // activation, when the arrival window starts to matter
+  const profile = activating || changes.coordinates ? await findUserByUserId(db, orgId, current.userId) : undefined;
+  if (coordinates && (activating || changes.coordinates)) Object.assign(next, await verdictFor(db, orgId, { ...next, coordinates }, profile, now));
+
+  if (!(await saveCheckinIfStatus(db, orgId, next, current.status))) {
+    throw invalidTransition(`The check-in changed status meanwhile; it cannot move to ${status} now`);
+  }
+  if (activating) await refreshProfile(db, orgId, profile, next, 'site_checkin_activated', now);
+  return next;
+}
+
+function withAccuracy(coordinates: Coordinates): NonNullable<Checkin['coordinates']> {
+  return { latitude: coordinates.latitude, longitude: coordinates.longitude, accuracyMeters: coordinates.accuracyMeters ?? null };
+}
+
+async function verdictFor(
+  db: Knex,
+  orgId: string,
+  checkin: Pick<Checkin, 'siteId' | 'checkedInAt' | 'arrivalWindowStartAt' | 'arrivalWindowEndAt'> & { coordinates: NonNullable<Checkin['coordinates']> },
+  profile: User | undefined,
+  now: string,
+): Promise<GeofenceVerdict> {
+  const site = await findSite(db, orgId, checkin.siteId);
+  return geofenceVerdict({
+    site,
+    position: checkin.coordinates,
+    reportedAt: now,
+    checkedInAt: checkin.checkedInAt,
+    arrivalWindowStartAt: checkin.arrivalWindowStartAt,
+    arrivalWindowEndAt: checkin.arrivalWindowEndAt,
+    previous: previousLocation(profile),
+  });
+}
+
+function previousLocation(profile: User | undefined): PreviousLocation | null {
+  if (!profile || profile.lastLocationLat === null || profile.lastLocationLng === null || profile.lastLocationCapturedAt === null) return null;
+  return {
+    latitude: profile.lastLocationLat,
+    longitude: profile.lastLocationLng,
+    accuracyMeters: profile.lastLocationAccuracyMeters,
+    capturedAt: profile.lastLocationCapturedAt,
+  };
+}
+
+async function refreshProfile(db: Knex, orgId: string, profile: User | undefined, checkin: Checkin, source: LastLocationSource, now: string): Promise<void> {
+  if (!profile) return;
+  await refreshLastLocation(db, orgId, checkin.userId, {
+    siteId: checkin.siteId,
+    checkinId: checkin.id,
+    latitude: checkin.coordinates?.latitude ?? null,
+    longitude: checkin.coordinates?.longitude ?? null,
+    accuracyMeters: checkin.coordinates?.accuracyMeters ?? null,
+    source,
+    capturedAt: now,
+  });
+}

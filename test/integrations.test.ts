@@ -2,12 +2,16 @@ import { describeEachDatabase, anError, aTimestamp } from './support/testApp';
 import { operations } from '../generated/operations';
 import { newId } from '../runtime/ids';
 
+const ALL_ACTION_KEYS = [
+  'complete_run', 'create_asset', 'create_checkin', 'create_issue', 'create_log', 'ingest_sensor_readings', 'start_run', 'update_checkin', 'update_issue',
+];
+
 describeEachDatabase('integrations', (t) => {
   describe('listIntegrationActions', () => {
     it("lists the workflow-automation partner's actions by key, each mapped to its operation from the contract", async () => {
       const res = await t.http.get('/v1/integrations/workflow-automation/actions').set('Authorization', t.auth).expect(200);
       expect(res.body.nextCursor).toBeNull();
-      expect(res.body.data.map((a: { key: string }) => a.key)).toEqual(['create_asset', 'create_issue', 'create_log', 'ingest_sensor_readings', 'update_issue']);
+      expect(res.body.data.map((a: { key: string }) => a.key)).toEqual(ALL_ACTION_KEYS);
       expect(res.body.data).toContainEqual({
         key: 'create_issue',
         name: 'Raise an issue',
@@ -18,6 +22,7 @@ describeEachDatabase('integrations', (t) => {
         scopes: ['issues:write'],
       });
       expect(res.body.data).toContainEqual(expect.objectContaining({ key: 'update_issue', method: 'PATCH', path: '/v1/issues/{id}', scopes: ['issues:write'] }));
+      expect(res.body.data).toContainEqual(expect.objectContaining({ key: 'complete_run', method: 'POST', path: '/v1/runs/{id}/complete', scopes: ['runs:write'] }));
       expect(res.body.data).toContainEqual(expect.objectContaining({ key: 'ingest_sensor_readings', operationId: 'ingestSensorReadings', path: '/v1/sensor-readings', scopes: ['sensors:write'] }));
       for (const action of res.body.data) {
         const op = operations[action.operationId as keyof typeof operations];
@@ -42,8 +47,8 @@ describeEachDatabase('integrations', (t) => {
         cursor = res.body.nextCursor;
         pages++;
       } while (cursor);
-      expect(keys).toEqual(['create_asset', 'create_issue', 'create_log', 'ingest_sensor_readings', 'update_issue']);
-      expect(pages).toBe(3);
+      expect(keys).toEqual(ALL_ACTION_KEYS);
+      expect(pages).toBe(5);
       const bad = await t.http.get('/v1/integrations/workflow-automation/actions?cursor=garbage').set('Authorization', t.auth).expect(400);
       expect(bad.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] }));
     });

@@ -28,10 +28,14 @@ interface Partner {
 const SAMPLE_TIME = '2026-11-22T04:19:50.123Z';
 
 const ACTIONS: readonly ActionEntry[] = [
+  { key: 'complete_run', name: 'Complete an inspection', description: 'Completes an inspection run once every required item is answered; records its score and failed items.', operationId: 'completeRun' },
+  { key: 'create_checkin', name: 'Plan or start a check-in', description: 'Records a planned arrival (pre_checkin) or a walk-in (active) of a worker at a site.', operationId: 'createCheckin' },
   { key: 'create_asset', name: 'Register an asset', description: 'Registers a piece of equipment at a site.', operationId: 'createAsset' },
   { key: 'create_issue', name: 'Raise an issue', description: 'Raises an issue, e.g. from a failed inspection item or an alarm in another system.', operationId: 'createIssue' },
   { key: 'create_log', name: 'Add a log entry', description: 'Appends a comment, note or status entry to an entity (a check-in, an issue, …).', operationId: 'createLog' },
   { key: 'ingest_sensor_readings', name: 'Send sensor readings', description: 'Ingests a batch of 1 to 1000 sensor readings; readings already received are skipped.', operationId: 'ingestSensorReadings' },
+  { key: 'start_run', name: 'Start an inspection', description: 'Starts an inspection run of a template at a site for a worker.', operationId: 'createRun' },
+  { key: 'update_checkin', name: 'Check a worker in or out', description: 'Moves a check-in to active (with coordinates) or checked_out.', operationId: 'updateCheckin' },
   { key: 'update_issue', name: 'Update an issue', description: 'Changes an issue: assign it, change its priority, resolve or close it.', operationId: 'updateIssue' },
 ];
 

@@ -1,0 +1,12 @@
+import { defineHandler } from '../runtime/http/handler';
+import { listSchedules } from '../runtime/storage/repositories/schedulesRepository';
+
+export default defineHandler('listSchedules', async ({ db, principal, query }) => ({
+  status: 200,
+  body: await listSchedules(
+    db,
+    principal.orgId,
+    { siteId: query.siteId, assigneeUserId: query.assigneeUserId, templateId: query.templateId },
+    { limit: query.limit ?? 50, cursor: query.cursor },
+  ),
+}));

@@ -1,0 +1,247 @@
+import { RRule, Frequency, Weekday } from 'rrule';
+import { invalidField } from '../errors';
+
+/**
+ * Schedules and their occurrences in the schedule's own time zone.
+ *
+ * rrule's `tzid` support converts through the host's local zone and gets DST edges wrong, so
+ * recurrence is evaluated in "floating" time instead: a local wall-clock time is represented
+ * as the epoch milliseconds it would have in UTC (`2026-03-30T09:00:00` → Date.UTC(2026, 2, 30, 9)),
+ * rrule runs on those in UTC, and each result is converted to a real instant with the zone's
+ * rules (Intl). A weekly Monday 09:00 therefore stays 09:00 local while its UTC instant moves
+ * with daylight-saving time.
+ */
+
+const MINUTE = 60_000;
+const DAY = 86_400_000;
+
+/** What of a schedule decides when its occurrences are. */
+export interface ScheduleTiming {
+  timezone: string;
+  /** Local wall-clock `YYYY-MM-DDTHH:mm:ss`. */
+  startsAt: string;
+  durationMinutes: number;
+  /** Normalized RRULE, or null for a single occurrence. */
+  recurrence: string | null;
+}
+
+export interface OccurrenceTime {
+  startAt: number;
+  endAt: number;
+  /** Wall-clock start in the schedule's zone, `YYYY-MM-DDTHH:mm:ss`. */
+  localStartAt: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Local wall-clock time ↔ UTC
+
+const LOCAL_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})$/;
+// Bounds keep rrule's walk from startsAt to a window short and every year four digits.
+const MIN_YEAR = 1970;
+const MAX_YEAR = 2200;
+
+/** Parses a local `YYYY-MM-DDTHH:mm:ss` into floating milliseconds; 400 naming `pointer` when it is no real date and time. */
+export function parseLocalDateTime(text: string, pointer: string): number {
+  const m = LOCAL_DATE_TIME.exec(text);
+  const ms = m ? Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]) : NaN;
+  if (!m || Number.isNaN(ms) || formatLocal(ms) !== text) {
+    throw invalidField(pointer, `must be a local date and time YYYY-MM-DDTHH:mm:ss without offset, e.g. 2026-03-23T09:00:00 (got ${JSON.stringify(text)})`);
+  }
+  const year = +m[1];
+  if (year < MIN_YEAR || year > MAX_YEAR) throw invalidField(pointer, `must be between the years ${MIN_YEAR} and ${MAX_YEAR}`);
+  return ms;
+}
+
+/** Floating milliseconds → `YYYY-MM-DDTHH:mm:ss`. */
+export function formatLocal(floating: number): string {
+  return new Date(floating).toISOString().slice(0, 19);
+}
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatterFor(timeZone: string): Intl.DateTimeFormat {
+  let f = formatters.get(timeZone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
+    });
+    formatters.set(timeZone, f);
+  }
+  return f;
+}
+
+/** The wall clock of `timeZone` at the instant `utc`, as floating milliseconds. */
+export function wallClockAt(utc: number, timeZone: string): number {
+  const whole = Math.floor(utc / 1000) * 1000;
+  const parts: Record<string, number> = {};
+  for (const p of formatterFor(timeZone).formatToParts(new Date(whole))) if (p.type !== 'literal') parts[p.type] = Number(p.value);
+  return Date.UTC(parts.year, parts.month - 1, parts.day, parts.hour % 24, parts.minute, parts.second) + (utc - whole);
+}
+
+/**
+ * The instant at which `timeZone`'s clocks show the floating time `local`. Like Temporal's
+ * `disambiguation: 'compatible'`: a time repeated when clocks go back is its first (earlier)
+ * instant; a time skipped when clocks go forward moves forward by the length of the gap.
+ */
+export function localToUtc(local: number, timeZone: string): number {
+  const before = wallClockAt(local - DAY, timeZone) - (local - DAY);
+  const after = wallClockAt(local + DAY, timeZone) - (local + DAY);
+  const candidates = [...new Set([before, after])]
+    .map((offset) => local - offset)
+    .filter((utc) => wallClockAt(utc, timeZone) === local)
+    .sort((a, b) => a - b);
+  return candidates.length ? candidates[0] : local - before;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RRULE subset
+
+const WEEKDAYS: Record<string, Weekday> = { MO: RRule.MO, TU: RRule.TU, WE: RRule.WE, TH: RRule.TH, FR: RRule.FR, SA: RRule.SA, SU: RRule.SU };
+const FREQUENCIES: Record<string, Frequency> = { DAILY: RRule.DAILY, WEEKLY: RRule.WEEKLY, MONTHLY: RRule.MONTHLY };
+const SUPPORTED_PARTS = ['FREQ', 'INTERVAL', 'BYDAY', 'COUNT', 'UNTIL'];
+const MAX_INTERVAL = 1000;
+const MAX_COUNT = 10000;
+
+export interface RecurrenceRule {
+  /** Upper case, without `RRULE:`; the form stored and returned. */
+  normalized: string;
+  freq: 'DAILY' | 'WEEKLY' | 'MONTHLY';
+  interval: number;
+  byDay: { weekday: string; nth: number | null }[] | null;
+  count: number | null;
+  /** `UNTIL=…Z`: the last instant (inclusive) an occurrence may start at. */
+  untilUtc: number | null;
+  /** `UNTIL=yyyymmdd`: the last local date (inclusive), as floating milliseconds of 23:59:59 that day. */
+  untilLocal: number | null;
+}
+
+/** Parses and checks the supported RRULE subset; 400 naming `pointer` for anything else. */
+export function parseRecurrence(text: string, pointer: string): RecurrenceRule {
+  const fail = (message: string) => invalidField(pointer, message);
+  const normalized = text.trim().toUpperCase().replace(/^RRULE:/, '');
+  const parts = new Map<string, string>();
+  for (const part of normalized.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) throw fail(`must be RRULE parts NAME=VALUE separated by ";", e.g. FREQ=WEEKLY;BYDAY=MO (got ${JSON.stringify(part)})`);
+    const name = part.slice(0, eq);
+    if (!SUPPORTED_PARTS.includes(name)) throw fail(`${name} is not supported: use only ${SUPPORTED_PARTS.join(', ')}`);
+    if (parts.has(name)) throw fail(`${name} is given twice`);
+    parts.set(name, part.slice(eq + 1));
+  }
+
+  const freq = parts.get('FREQ');
+  if (freq === undefined) throw fail('FREQ is required');
+  if (!(freq in FREQUENCIES)) throw fail(`FREQ must be DAILY, WEEKLY or MONTHLY (got ${freq})`);
+
+  const integer = (name: string, max: number): number | null => {
+    const value = parts.get(name);
+    if (value === undefined) return null;
+    if (!/^\d{1,6}$/.test(value) || +value < 1 || +value > max) throw fail(`${name} must be an integer from 1 to ${max} (got ${value})`);
+    return +value;
+  };
+  const interval = integer('INTERVAL', MAX_INTERVAL) ?? 1;
+  const count = integer('COUNT', MAX_COUNT);
+
+  let byDay: RecurrenceRule['byDay'] = null;
+  const byDayText = parts.get('BYDAY');
+  if (byDayText !== undefined) {
+    byDay = byDayText.split(',').map((entry) => {
+      const m = /^([+-]?\d{1,2})?(MO|TU|WE|TH|FR|SA|SU)$/.exec(entry);
+      if (!m) throw fail(`BYDAY must list weekdays MO, TU, WE, TH, FR, SA, SU (got ${JSON.stringify(entry)})`);
+      if (m[1] === undefined) return { weekday: m[2], nth: null };
+      const nth = Number(m[1]);
+      if (freq !== 'MONTHLY') throw fail(`BYDAY ${entry}: an ordinal weekday is only allowed with FREQ=MONTHLY`);
+      if (nth === 0 || Math.abs(nth) > 5) throw fail(`BYDAY ${entry}: the ordinal must be 1 to 5 or -1 to -5`);
+      return { weekday: m[2], nth };
+    });
+  }
+
+  let untilUtc: number | null = null;
+  let untilLocal: number | null = null;
+  const until = parts.get('UNTIL');
+  if (until !== undefined) {
+    if (count !== null) throw fail('COUNT and UNTIL must not both be given (RFC 5545)');
+    const m = /^(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})Z)?$/.exec(until);
+    const isDate = m !== null && m[4] === undefined;
+    const ms = m ? Date.UTC(+m[1], +m[2] - 1, +m[3], isDate ? 23 : +m[4], isDate ? 59 : +m[5], isDate ? 59 : +m[6]) : NaN;
+    // Date.UTC rolls 20260230 over to March; the round trip refuses what is not a real date
+    const valid = m !== null && !Number.isNaN(ms) && compactUtc(ms).startsWith(isDate ? until : until.slice(0, -1));
+    if (!m || !valid) throw fail(`UNTIL must be a UTC date-time yyyymmddThhmmssZ or a date yyyymmdd (got ${until})`);
+    if (isDate) untilLocal = ms;
+    else untilUtc = ms;
+  }
+
+  return { normalized, freq: freq as RecurrenceRule['freq'], interval, byDay, count, untilUtc, untilLocal };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Occurrences
+
+export interface OccurrenceQuery {
+  /** Occurrences starting at or after this instant… */
+  fromStart: number;
+  /** …and strictly before this one. */
+  toStart: number;
+  /** At most this many, the earliest. */
+  max?: number;
+}
+
+/** The occurrences of a schedule whose UTC start is in [fromStart, toStart), in time order. */
+export function occurrencesOf(timing: ScheduleTiming, query: OccurrenceQuery): OccurrenceTime[] {
+  const max = query.max ?? Infinity;
+  const start = parseLocalDateTime(timing.startsAt, '/startsAt');
+  const rule = timing.recurrence === null ? null : parseRecurrence(timing.recurrence, '/recurrence');
+  const upper = rule?.untilUtc == null ? query.toStart : Math.min(query.toStart, rule.untilUtc + 1);
+  const out: OccurrenceTime[] = [];
+  // Local → UTC never goes backwards in time, so the first start past the window ends the walk.
+  const accept = (local: number): boolean => {
+    const utc = localToUtc(local, timing.timezone);
+    if (utc >= upper) return false;
+    if (utc >= query.fromStart && (out.length === 0 || out[out.length - 1].startAt < utc)) {
+      out.push({ startAt: utc, endAt: utc + timing.durationMinutes * MINUTE, localStartAt: formatLocal(wallClockAt(utc, timing.timezone)) });
+    }
+    return out.length < max;
+  };
+
+  if (rule === null) {
+    accept(start);
+    return out;
+  }
+  if (upper <= query.fromStart) return out;
+  const rrule = new RRule(
+    {
+      freq: FREQUENCIES[rule.freq],
+      interval: rule.interval,
+      byweekday: rule.byDay?.map((d) => (d.nth === null ? WEEKDAYS[d.weekday] : WEEKDAYS[d.weekday].nth(d.nth))) ?? null,
+      count: rule.count,
+      until: rule.untilLocal === null ? null : new Date(rule.untilLocal),
+      dtstart: new Date(start),
+    },
+    true,
+  );
+  // Floating time is within a day of UTC in every zone, so a day of margin on each side finds
+  // every occurrence of the window; the exact bounds are applied after conversion.
+  rrule.between(new Date(query.fromStart - DAY), new Date(upper + DAY), true, (date) => accept(date.getTime()));
+  return out;
+}
+
+const OCCURRENCE_ID = /^occ_([0-9a-z]{24})_(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/;
+
+/** `occ_<schedule id without "sch_">_<UTC start as yyyymmddThhmmssZ>`. */
+export function occurrenceId(scheduleId: string, startAt: number): string {
+  return `occ_${scheduleId.replace(/^sch_/, '')}_${compactUtc(startAt)}`;
+}
+
+/** `yyyymmddThhmmssZ`, the RFC 5545 form of a UTC date-time. */
+function compactUtc(ms: number): string {
+  return new Date(ms).toISOString().replace(/[-:]|\.\d{3}/g, '');
+}
+
+/** The schedule id and UTC start an occurrence id names, or undefined when it is not one. */
+export function parseOccurrenceId(id: string): { scheduleId: string; startAt: number } | undefined {
+  const m = OCCURRENCE_ID.exec(id);
+  if (!m) return undefined;
+  const startAt = Date.UTC(+m[2], +m[3] - 1, +m[4], +m[5], +m[6], +m[7]);
+  if (Number.isNaN(startAt) || occurrenceId(`sch_${m[1]}`, startAt) !== id) return undefined;
+  return { scheduleId: `sch_${m[1]}`, startAt };
+}

@@ -1,0 +1,141 @@
+import {
+  localToUtc, occurrenceId, occurrencesOf, parseLocalDateTime, parseOccurrenceId, parseRecurrence, ScheduleTiming, wallClockAt,
+} from '../runtime/domain/recurrence';
+import { ApiError } from '../runtime/errors';
+
+const utc = (iso: string) => Date.parse(iso);
+const iso = (ms: number) => new Date(ms).toISOString();
+const local = (text: string) => parseLocalDateTime(text, '/x');
+
+function starts(timing: ScheduleTiming, from: string, to: string, max?: number) {
+  return occurrencesOf(timing, { fromStart: utc(from), toStart: utc(to), max }).map((o) => [iso(o.startAt), o.localStartAt]);
+}
+
+function problem(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ApiError) return `${err.code} ${err.details?.[0]?.path}: ${err.details?.[0]?.message}`;
+    throw err;
+  }
+  throw new Error('expected a validation error');
+}
+
+describe('local wall-clock time ↔ UTC', () => {
+  it('converts with the offset in force at that local time', () => {
+    expect(iso(localToUtc(local('2026-01-15T09:00:00'), 'Europe/London'))).toBe('2026-01-15T09:00:00.000Z');
+    expect(iso(localToUtc(local('2026-07-15T09:00:00'), 'Europe/London'))).toBe('2026-07-15T08:00:00.000Z');
+    expect(iso(localToUtc(local('2026-07-15T09:00:00'), 'America/New_York'))).toBe('2026-07-15T13:00:00.000Z');
+    expect(iso(localToUtc(local('2026-01-01T08:00:00'), 'Asia/Kolkata'))).toBe('2026-01-01T02:30:00.000Z');
+  });
+
+  it('moves a time skipped by spring-forward later by the gap, and takes the first of a repeated autumn time', () => {
+    // London, 29 March 2026: 01:00 GMT → 02:00 BST, so 01:30 does not exist
+    expect(iso(localToUtc(local('2026-03-29T01:30:00'), 'Europe/London'))).toBe('2026-03-29T01:30:00.000Z');
+    expect(wallClockAt(utc('2026-03-29T01:30:00Z'), 'Europe/London')).toBe(local('2026-03-29T02:30:00'));
+    // London, 25 October 2026: 02:00 BST → 01:00 GMT, so 01:30 happens twice
+    expect(iso(localToUtc(local('2026-10-25T01:30:00'), 'Europe/London'))).toBe('2026-10-25T00:30:00.000Z');
+  });
+
+  it('refuses what is not a real local date and time', () => {
+    expect(problem(() => parseLocalDateTime('2026-02-30T09:00:00', '/startsAt'))).toMatch(/^VALIDATION_ERROR \/startsAt: must be a local date and time/);
+    expect(problem(() => parseLocalDateTime('2026-03-01T24:00:00', '/startsAt'))).toMatch(/^VALIDATION_ERROR \/startsAt/);
+    expect(problem(() => parseLocalDateTime('2026-03-01T09:00:00Z', '/startsAt'))).toMatch(/^VALIDATION_ERROR \/startsAt/);
+    expect(problem(() => parseLocalDateTime('1900-03-01T09:00:00', '/startsAt'))).toBe('VALIDATION_ERROR /startsAt: must be between the years 1970 and 2200');
+  });
+});
+
+describe('parseRecurrence', () => {
+  it('accepts the supported subset and normalizes it', () => {
+    expect(parseRecurrence('rrule:freq=weekly;byday=mo,th;interval=2', '/recurrence')).toEqual({
+      normalized: 'FREQ=WEEKLY;BYDAY=MO,TH;INTERVAL=2', freq: 'WEEKLY', interval: 2,
+      byDay: [{ weekday: 'MO', nth: null }, { weekday: 'TH', nth: null }], count: null, untilUtc: null, untilLocal: null,
+    });
+    expect(parseRecurrence('FREQ=MONTHLY;BYDAY=-1FR;UNTIL=20261231T235959Z', '/recurrence')).toMatchObject({
+      byDay: [{ weekday: 'FR', nth: -1 }], untilUtc: utc('2026-12-31T23:59:59Z'),
+    });
+    expect(parseRecurrence('FREQ=DAILY;UNTIL=20260401', '/recurrence')).toMatchObject({ untilLocal: local('2026-04-01T23:59:59') });
+  });
+
+  it.each([
+    ['FREQ=YEARLY', 'FREQ must be DAILY, WEEKLY or MONTHLY (got YEARLY)'],
+    ['FREQ=HOURLY', 'FREQ must be DAILY, WEEKLY or MONTHLY (got HOURLY)'],
+    ['BYDAY=MO', 'FREQ is required'],
+    ['FREQ=DAILY;BYMONTHDAY=1', 'BYMONTHDAY is not supported: use only FREQ, INTERVAL, BYDAY, COUNT, UNTIL'],
+    ['FREQ=DAILY;BYHOUR=9', 'BYHOUR is not supported: use only FREQ, INTERVAL, BYDAY, COUNT, UNTIL'],
+    ['FREQ=DAILY;FREQ=WEEKLY', 'FREQ is given twice'],
+    ['FREQ=DAILY;INTERVAL=0', 'INTERVAL must be an integer from 1 to 1000 (got 0)'],
+    ['FREQ=DAILY;COUNT=-1', 'COUNT must be an integer from 1 to 10000 (got -1)'],
+    ['FREQ=DAILY;COUNT=3;UNTIL=20260101', 'COUNT and UNTIL must not both be given (RFC 5545)'],
+    ['FREQ=DAILY;UNTIL=20260230', 'UNTIL must be a UTC date-time yyyymmddThhmmssZ or a date yyyymmdd (got 20260230)'],
+    ['FREQ=DAILY;UNTIL=20260101T000000', 'UNTIL must be a UTC date-time yyyymmddThhmmssZ or a date yyyymmdd (got 20260101T000000)'],
+    ['FREQ=WEEKLY;BYDAY=1MO', 'BYDAY 1MO: an ordinal weekday is only allowed with FREQ=MONTHLY'],
+    ['FREQ=MONTHLY;BYDAY=6MO', 'BYDAY 6MO: the ordinal must be 1 to 5 or -1 to -5'],
+    ['FREQ=WEEKLY;BYDAY=XX', 'BYDAY must list weekdays MO, TU, WE, TH, FR, SA, SU (got "XX")'],
+    ['FREQ=DAILY;', 'must be RRULE parts NAME=VALUE separated by ";", e.g. FREQ=WEEKLY;BYDAY=MO (got "")'],
+  ])('refuses %s', (rule, message) => {
+    expect(problem(() => parseRecurrence(rule, '/recurrence'))).toBe(`VALIDATION_ERROR /recurrence: ${message}`);
+  });
+});
+
+describe('occurrencesOf', () => {
+  const weeklyLondon: ScheduleTiming = { timezone: 'Europe/London', startsAt: '2026-03-16T09:00:00', durationMinutes: 60, recurrence: 'FREQ=WEEKLY;BYDAY=MO' };
+
+  it('keeps a weekly Monday 09:00 at 09:00 local across the spring change; UTC moves by an hour', () => {
+    expect(starts(weeklyLondon, '2026-03-01T00:00:00Z', '2026-04-10T00:00:00Z')).toEqual([
+      ['2026-03-16T09:00:00.000Z', '2026-03-16T09:00:00'],
+      ['2026-03-23T09:00:00.000Z', '2026-03-23T09:00:00'],
+      ['2026-03-30T08:00:00.000Z', '2026-03-30T09:00:00'],
+      ['2026-04-06T08:00:00.000Z', '2026-04-06T09:00:00'],
+    ]);
+  });
+
+  it('and across the autumn change', () => {
+    expect(starts({ ...weeklyLondon, startsAt: '2026-10-19T09:00:00' }, '2026-10-01T00:00:00Z', '2026-11-03T00:00:00Z')).toEqual([
+      ['2026-10-19T08:00:00.000Z', '2026-10-19T09:00:00'],
+      ['2026-10-26T09:00:00.000Z', '2026-10-26T09:00:00'],
+      ['2026-11-02T09:00:00.000Z', '2026-11-02T09:00:00'],
+    ]);
+  });
+
+  it('evaluates the days in the local zone, not in UTC', () => {
+    // 08:00 in Tokyo is 23:00 UTC the day before: the local date is what the rule counts
+    expect(starts({ timezone: 'Asia/Tokyo', startsAt: '2026-01-05T08:00:00', durationMinutes: 30, recurrence: 'FREQ=WEEKLY;BYDAY=MO;COUNT=2' }, '2026-01-01T00:00:00Z', '2026-02-01T00:00:00Z'))
+      .toEqual([['2026-01-04T23:00:00.000Z', '2026-01-05T08:00:00'], ['2026-01-11T23:00:00.000Z', '2026-01-12T08:00:00']]);
+  });
+
+  it('counts COUNT from startsAt, even before the window', () => {
+    const daily: ScheduleTiming = { timezone: 'UTC', startsAt: '2026-01-01T06:00:00', durationMinutes: 10, recurrence: 'FREQ=DAILY;INTERVAL=2;COUNT=4' };
+    expect(starts(daily, '2026-01-04T00:00:00Z', '2026-02-01T00:00:00Z').map(([s]) => s)).toEqual(['2026-01-05T06:00:00.000Z', '2026-01-07T06:00:00.000Z']);
+  });
+
+  it('stops at UNTIL: a UTC instant inclusive, or a local date through its end', () => {
+    const monthly: ScheduleTiming = { timezone: 'America/New_York', startsAt: '2026-01-30T17:00:00', durationMinutes: 30, recurrence: 'FREQ=MONTHLY;BYDAY=-1FR;UNTIL=20260327T210000Z' };
+    expect(starts(monthly, '2026-01-01T00:00:00Z', '2027-01-01T00:00:00Z')).toEqual([
+      ['2026-01-30T22:00:00.000Z', '2026-01-30T17:00:00'],
+      ['2026-02-27T22:00:00.000Z', '2026-02-27T17:00:00'],
+      ['2026-03-27T21:00:00.000Z', '2026-03-27T17:00:00'],
+    ]);
+    const dailyUntilDate: ScheduleTiming = { timezone: 'Europe/Berlin', startsAt: '2026-05-01T23:30:00', durationMinutes: 10, recurrence: 'FREQ=DAILY;UNTIL=20260503' };
+    expect(starts(dailyUntilDate, '2026-04-01T00:00:00Z', '2026-06-01T00:00:00Z').map(([, l]) => l)).toEqual(['2026-05-01T23:30:00', '2026-05-02T23:30:00', '2026-05-03T23:30:00']);
+  });
+
+  it('gives a schedule without recurrence one occurrence, and honours max', () => {
+    const once: ScheduleTiming = { timezone: 'Europe/London', startsAt: '2026-06-01T10:00:00', durationMinutes: 45, recurrence: null };
+    expect(occurrencesOf(once, { fromStart: utc('2026-01-01T00:00:00Z'), toStart: utc('2027-01-01T00:00:00Z') })).toEqual([
+      { startAt: utc('2026-06-01T09:00:00Z'), endAt: utc('2026-06-01T09:45:00Z'), localStartAt: '2026-06-01T10:00:00' },
+    ]);
+    expect(starts(once, '2026-06-01T09:00:01Z', '2027-01-01T00:00:00Z')).toEqual([]);
+    expect(starts(weeklyLondon, '2026-01-01T00:00:00Z', '2027-01-01T00:00:00Z', 3)).toHaveLength(3);
+  });
+});
+
+describe('occurrence ids', () => {
+  it('name the schedule and the UTC start, and parse back', () => {
+    const id = occurrenceId('sch_0123456789abcdefghjkmnpq', utc('2026-03-30T08:00:00Z'));
+    expect(id).toBe('occ_0123456789abcdefghjkmnpq_20260330T080000Z');
+    expect(parseOccurrenceId(id)).toEqual({ scheduleId: 'sch_0123456789abcdefghjkmnpq', startAt: utc('2026-03-30T08:00:00Z') });
+    expect(parseOccurrenceId('occ_0123456789abcdefghjkmnpq_20260230T080000Z')).toBeUndefined();
+    expect(parseOccurrenceId('run_0123456789abcdefghjkmnpq')).toBeUndefined();
+  });
+});

@@ -194,15 +194,25 @@ export async function releaseIdempotencyKey(db: Knex, claim: Claimed): Promise<v
 }
 
 /**
- * Deletes expired rows, at most `batch` at a time; returns how many. A row still held by a live
- * lease is kept even when expired: deleting it would make its running operation fail to commit.
+ * Deletes expired rows in batches of `batch` (each delete is short, so a SQLite write lock or a
+ * Postgres row lock is held only briefly) until none is left or `maxBatches` ran, yielding to
+ * requests between batches; returns how many. One run per timer tick must keep up with any
+ * traffic, so it does not stop after one batch. A row still held by a live lease is kept even
+ * when expired: deleting it would make its running operation fail to commit.
  */
-export async function purgeExpiredIdempotencyKeys(db: Knex, batch = 1000): Promise<number> {
+export async function purgeExpiredIdempotencyKeys(db: Knex, batch = 1000, maxBatches = 1000): Promise<number> {
   const now = new Date().toISOString();
   const purgeable = (q: Knex.QueryBuilder) =>
     q.where('expires_at', '<=', now).andWhere((held) => held.where('state', 'completed').orWhereNull('locked_until').orWhere('locked_until', '<=', now));
-  const expired = purgeable(db('idempotency_keys').select('api_key_id', 'idempotency_key')).limit(batch);
-  // the conditions are repeated on the delete itself: when a row changed under the statement
-  // (claimed again), Postgres re-checks only those, so a fresh claim is never deleted
-  return purgeable(db('idempotency_keys').whereIn(['api_key_id', 'idempotency_key'], expired)).delete();
+  let total = 0;
+  for (let round = 0; round < maxBatches; round++) {
+    const expired = purgeable(db('idempotency_keys').select('api_key_id', 'idempotency_key')).limit(batch);
+    // the conditions are repeated on the delete itself: when a row changed under the statement
+    // (claimed again), Postgres re-checks only those, so a fresh claim is never deleted
+    const deleted: number = await purgeable(db('idempotency_keys').whereIn(['api_key_id', 'idempotency_key'], expired)).delete();
+    total += deleted;
+    if (deleted < batch) break;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return total;
 }

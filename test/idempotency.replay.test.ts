@@ -14,8 +14,8 @@ interface ReplayRequest {
   body?: object;
 }
 
-/** Sends a request and answers its body's `id` (for setup: creates what a fixture needs). */
-type Create = (path: string, body: object) => Promise<string>;
+/** For setup: sends a request (POST unless told) that must succeed, and answers its body's `id`. */
+type Create = (path: string, body: object, method?: Method) => Promise<string>;
 
 /** Per operationId: prepares what the request needs and answers the request to replay. */
 const fixtures: Record<string, (create: Create) => Promise<ReplayRequest>> = {
@@ -79,7 +79,7 @@ const fixtures: Record<string, (create: Create) => Promise<ReplayRequest>> = {
   updateRun: async (create) => ({ path: `/v1/runs/${await create('/v1/runs', await run(create, 'Run to update'))}`, body: { answers: { 'fence-intact': true } } }),
   completeRun: async (create) => {
     const runId = await create('/v1/runs', await run(create, 'Run to complete'));
-    await create(`/v1/runs/${runId}`, { answers: { 'fence-intact': true } });
+    await create(`/v1/runs/${runId}`, { answers: { 'fence-intact': true } }, 'patch');
     return { path: `/v1/runs/${runId}/complete` };
   },
 };
@@ -139,9 +139,9 @@ describeEachDatabase('idempotent replay of every write operation', (t) => {
     if (key) req = req.set('Idempotency-Key', key);
     return request.body === undefined ? req : req.send(request.body);
   };
-  const create: Create = async (url, body) => {
-    const res = await send('post', { path: url, body });
-    if (res.status >= 300) throw new Error(`setup POST ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
+  const create: Create = async (url, body, method = 'post') => {
+    const res = await send(method, { path: url, body });
+    if (res.status >= 300) throw new Error(`setup ${method.toUpperCase()} ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
     return res.body.id;
   };
 

@@ -1,5 +1,6 @@
 import { describeEachDatabase, anId, anError, TestContext } from './support/testApp';
 import { authenticate } from '../runtime/auth/apiKeys';
+import { createApp } from '../runtime/http/app';
 import { claimIdempotencyKey, fingerprint, purgeExpiredIdempotencyKeys, releaseIdempotencyKey, Claimed } from '../runtime/idempotency';
 
 // Idempotency-Key behaviour through the real app (decisions.md §6, issue 4). Concurrency,
@@ -91,6 +92,17 @@ describeEachDatabase('idempotency', (t) => {
       const again = await t.http.patch(url).set('Authorization', t.auth).set('Idempotency-Key', 'own-404').send({ name: 'N' }).expect(404);
       expect(again.headers['idempotent-replayed']).toBe('true');
       expect(again.body).toEqual(first.body); // verbatim, the original requestId included
+    });
+
+    it('stores a 409 INVALID_TRANSITION and replays it', async () => {
+      const checkin = (await t.http.post('/v1/checkins').set('Authorization', t.auth).send({ userId: 'idem|walker', siteId: 'site_anywhere', status: 'active' }).expect(201)).body;
+      await t.http.patch(`/v1/checkins/${checkin.id}`).set('Authorization', t.auth).send({ status: 'checked_out' }).expect(200);
+      const back = () => t.http.patch(`/v1/checkins/${checkin.id}`).set('Authorization', t.auth).set('Idempotency-Key', 'transition-1').send({ status: 'active' });
+      const first = await back().expect(409);
+      expect(first.body).toEqual(anError('INVALID_TRANSITION'));
+      const again = await back().expect(409);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.body).toEqual(first.body);
     });
   });
 
@@ -247,10 +259,27 @@ describeEachDatabase('idempotency', (t) => {
       ]);
       const remaining = async () => (await t.db.knex('idempotency_keys').where({ api_key_id: keyId }).orderBy('idempotency_key')).map((r) => r.idempotency_key);
 
+      expect(await purgeExpiredIdempotencyKeys(t.db.knex, 1, 1)).toBe(1);
+      expect(await remaining()).toHaveLength(4);
+      // batches of one: the run goes on until nothing expired is left
       expect(await purgeExpiredIdempotencyKeys(t.db.knex, 1)).toBe(1);
-      expect(await purgeExpiredIdempotencyKeys(t.db.knex)).toBeGreaterThanOrEqual(1);
       expect(await remaining()).toEqual(['p-expired-live', 'p-kept-done', 'p-kept-live']);
       expect(await purgeExpiredIdempotencyKeys(t.db.knex)).toBe(0);
+    });
+
+    it('the app purges in the background, on its timer', async () => {
+      const keyId = await keyIdOf(t, await t.newKey());
+      await t.db.knex('idempotency_keys').insert({
+        api_key_id: keyId, idempotency_key: 'timer', fingerprint: 'f'.repeat(64), state: 'completed', response_status: 204, created_at: past(), expires_at: past(),
+      });
+      const app = createApp(t.config, { db: t.db.knex, purgeIntervalMs: 20 });
+      try {
+        const deadline = Date.now() + 3000;
+        while ((await keyRow(t, 'timer')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        expect(await keyRow(t, 'timer')).toBeUndefined();
+      } finally {
+        app.close();
+      }
     });
   });
 }, { MAX_BODY_BYTES: '4096' });

@@ -33,6 +33,13 @@ function toDetails(errors: ErrorObject[], prefix: string): ErrorDetail[] {
     } else if (e.keyword === 'dependentRequired') {
       path += `/${(e.params as { missingProperty: string }).missingProperty}`;
       message = `is required when ${(e.params as { property: string }).property} is given`;
+    } else if (e.keyword === 'propertyNames') {
+      path += `/${(e.params as { propertyName: string }).propertyName}`;
+      message = 'is not an allowed key';
+    } else if (e.propertyName !== undefined) {
+      // the reason a key failed `propertyNames`: name the key, not only the object
+      path += `/${e.propertyName}`;
+      message = `key ${message}`;
     } else if (e.keyword === 'enum') {
       message = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     } else if (e.keyword === 'format' && (e.params as { format: string }).format === 'date-time') {

@@ -47,9 +47,9 @@ describeEachDatabase('assets', (t) => {
       const tooMany = await t.http.post('/v1/assets').set('Authorization', t.auth).send({ name: 'X', attributes: many }).expect(400);
       expect(tooMany.body.details).toEqual([{ path: '/attributes', message: 'must NOT have more than 50 properties' }]);
       const longKey = await t.http.post('/v1/assets').set('Authorization', t.auth).send({ name: 'X', attributes: { ['k'.repeat(65)]: 'v' } }).expect(400);
-      expect(longKey.body).toEqual(anError('VALIDATION_ERROR', { details: expect.arrayContaining([{ path: '/attributes', message: 'must NOT have more than 64 characters' }]) }));
+      expect(longKey.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: `/attributes/${'k'.repeat(65)}`, message: 'key must NOT have more than 64 characters' }] }));
       const badKey = await t.http.post('/v1/assets').set('Authorization', t.auth).send({ name: 'X', attributes: { 'has space': 'v' } }).expect(400);
-      expect(badKey.body).toEqual(anError('VALIDATION_ERROR', { details: expect.arrayContaining([{ path: '/attributes', message: expect.stringContaining('must match pattern') }]) }));
+      expect(badKey.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/attributes/has space', message: expect.stringMatching(/^key must match pattern/) }] }));
       const longValue = await t.http.post('/v1/assets').set('Authorization', t.auth).send({ name: 'X', attributes: { k: 'v'.repeat(501) } }).expect(400);
       expect(longValue.body.details).toEqual([{ path: '/attributes/k', message: 'must NOT have more than 500 characters' }]);
       const fifty = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`k${i}`, 'v'.repeat(500)]));

@@ -35,6 +35,7 @@ function toDetails(errors: ErrorObject[], prefix: string): ErrorDetail[] {
       message = `is required when ${(e.params as { property: string }).property} is given`;
     } else if (e.keyword === 'propertyNames') {
       path += `/${(e.params as { propertyName: string }).propertyName}`;
+      if (out.some((d) => d.path === path)) continue; // the key's own error already says why
       message = 'is not an allowed key';
     } else if (e.propertyName !== undefined) {
       // the reason a key failed `propertyNames`: name the key, not only the object

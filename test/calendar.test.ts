@@ -1,0 +1,235 @@
+import { describeEachDatabase, anId, aTimestamp, anError, TestContext } from './support/testApp';
+
+const checklist = { name: 'Weekly walk-round', items: [{ id: 'fence-intact', label: 'Perimeter fence intact', type: 'yes_no', required: true }] };
+
+async function newTemplate(t: TestContext, auth = t.auth) {
+  return (await t.http.post('/v1/templates').set('Authorization', auth).send(checklist).expect(201)).body;
+}
+
+async function newSchedule(t: TestContext, body: object, auth = t.auth) {
+  return (await t.http.post('/v1/schedules').set('Authorization', auth).send(body).expect(201)).body;
+}
+
+const weeklyLondon = (templateId: string) => ({
+  templateId, siteId: 'site_north', assigneeUserId: 'user-42', timezone: 'Europe/London',
+  startsAt: '2026-03-16T09:00:00', durationMinutes: 60, recurrence: 'FREQ=WEEKLY;BYDAY=MO',
+});
+
+/** Every occurrence of a query, walking all pages. */
+async function allOccurrences(t: TestContext, query: string, auth = t.auth, limit = 500) {
+  const seen: Record<string, unknown>[] = [];
+  let cursor: string | null = null;
+  do {
+    const url: string = `/v1/calendar/occurrences?${query}&limit=${limit}${cursor ? `&cursor=${cursor}` : ''}`;
+    const res = await t.http.get(url).set('Authorization', auth).expect(200);
+    seen.push(...res.body.data);
+    cursor = res.body.nextCursor;
+  } while (cursor);
+  return seen;
+}
+
+describeEachDatabase('calendar', (t) => {
+  describe('schedules', () => {
+    it('creates a schedule with defaults and a normalized recurrence', async () => {
+      const template = await newTemplate(t);
+      const res = await t.http.post('/v1/schedules').set('Authorization', t.auth)
+        .send({ templateId: template.id, siteId: 'site_north', timezone: 'America/New_York', startsAt: '2026-01-05T07:30:00', recurrence: 'rrule:freq=daily;interval=2;count=10' }).expect(201);
+      expect(res.body).toEqual({
+        id: anId('sch'), templateId: template.id, siteId: 'site_north', assigneeUserId: null, timezone: 'America/New_York',
+        startsAt: '2026-01-05T07:30:00', durationMinutes: 60, recurrence: 'FREQ=DAILY;INTERVAL=2;COUNT=10', createdAt: aTimestamp(), updatedAt: res.body.createdAt,
+      });
+      expect(res.headers.location).toBe(`/v1/schedules/${res.body.id}`);
+      expect(await t.db.knex('schedules').where({ id: res.body.id }).first()).toMatchObject({ starts_at: '2026-01-05T07:30:00', timezone: 'America/New_York', recurrence: 'FREQ=DAILY;INTERVAL=2;COUNT=10' });
+      expect((await t.http.get(`/v1/schedules/${res.body.id}`).set('Authorization', t.auth).expect(200)).body).toEqual(res.body);
+    });
+
+    it.each([
+      [{ timezone: 'Mars/Olympus' }, '/timezone', expect.stringContaining('IANA')],
+      [{ startsAt: '2026-02-30T09:00:00' }, '/startsAt', expect.stringContaining('must be a local date and time')],
+      [{ startsAt: '2026-03-16T09:00:00Z' }, '/startsAt', expect.stringContaining('must match pattern')],
+      [{ recurrence: 'FREQ=YEARLY' }, '/recurrence', 'FREQ must be DAILY, WEEKLY or MONTHLY (got YEARLY)'],
+      [{ recurrence: 'FREQ=WEEKLY;BYSETPOS=1' }, '/recurrence', 'BYSETPOS is not supported: use only FREQ, INTERVAL, BYDAY, COUNT, UNTIL'],
+      [{ templateId: 'tpl_missing' }, '/templateId', expect.stringContaining('does not name a template')],
+      [{ durationMinutes: 0 }, '/durationMinutes', 'must be >= 1'],
+    ])('refuses %j with 400 naming the field', async (change, path, message) => {
+      const template = await newTemplate(t);
+      const res = await t.http.post('/v1/schedules').set('Authorization', t.auth).send({ ...weeklyLondon(template.id), ...change }).expect(400);
+      expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path, message }] }));
+    });
+
+    it('updates fields, clears assignee and recurrence, validates like create, and deletes', async () => {
+      const template = await newTemplate(t);
+      const created = await newSchedule(t, weeklyLondon(template.id));
+      const updated = await t.http.patch(`/v1/schedules/${created.id}`).set('Authorization', t.auth)
+        .send({ assigneeUserId: null, durationMinutes: 90, recurrence: 'FREQ=MONTHLY;BYDAY=1MO' }).expect(200);
+      expect(updated.body).toEqual({ ...created, assigneeUserId: null, durationMinutes: 90, recurrence: 'FREQ=MONTHLY;BYDAY=1MO', updatedAt: aTimestamp() });
+      const once = await t.http.patch(`/v1/schedules/${created.id}`).set('Authorization', t.auth).send({ recurrence: null }).expect(200);
+      expect(once.body.recurrence).toBeNull();
+
+      const bad = await t.http.patch(`/v1/schedules/${created.id}`).set('Authorization', t.auth).send({ recurrence: 'FREQ=DAILY;COUNT=2;UNTIL=20270101' }).expect(400);
+      expect(bad.body.details).toEqual([{ path: '/recurrence', message: 'COUNT and UNTIL must not both be given (RFC 5545)' }]);
+      await t.http.patch(`/v1/schedules/${created.id}`).set('Authorization', t.auth).send({ templateId: 'tpl_missing' }).expect(400);
+      await t.http.patch(`/v1/schedules/${created.id}`).set('Authorization', t.auth).send({}).expect(400);
+
+      await t.http.delete(`/v1/schedules/${created.id}`).set('Authorization', t.auth).expect(204);
+      expect((await t.http.get(`/v1/schedules/${created.id}`).set('Authorization', t.auth).expect(404)).body).toEqual(anError('NOT_FOUND'));
+      await t.http.patch(`/v1/schedules/${created.id}`).set('Authorization', t.auth).send({ durationMinutes: 5 }).expect(404);
+      await t.http.delete(`/v1/schedules/${created.id}`).set('Authorization', t.auth).expect(404);
+      expect(await allOccurrences(t, `from=2026-01-01T00:00:00Z&to=2026-12-31T00:00:00Z&scheduleId=${created.id}`)).toEqual([]);
+    });
+
+    it('lists schedules with filters and pages', async () => {
+      const auth = await t.newKey({ organization: 'paging-schedules' });
+      const template = await newTemplate(t, auth);
+      const a = await newSchedule(t, { ...weeklyLondon(template.id), siteId: 'site_a' }, auth);
+      const b = await newSchedule(t, { ...weeklyLondon(template.id), siteId: 'site_b', assigneeUserId: 'ann' }, auth);
+      const c = await newSchedule(t, { ...weeklyLondon(template.id), siteId: 'site_a', assigneeUserId: 'ann' }, auth);
+      const ids = async (q: string) => (await t.http.get(`/v1/schedules${q}`).set('Authorization', auth).expect(200)).body.data.map((s: { id: string }) => s.id);
+      expect(await ids('')).toEqual([a.id, b.id, c.id]);
+      expect(await ids('?siteId=site_a')).toEqual([a.id, c.id]);
+      expect(await ids('?assigneeUserId=ann&siteId=site_b')).toEqual([b.id]);
+      expect(await ids(`?templateId=${template.id}&limit=1`)).toEqual([a.id]);
+      const page1 = await t.http.get('/v1/schedules?limit=2').set('Authorization', auth).expect(200);
+      const page2 = await t.http.get(`/v1/schedules?limit=2&cursor=${page1.body.nextCursor}`).set('Authorization', auth).expect(200);
+      expect(page2.body).toEqual({ data: [c], nextCursor: null });
+    });
+  });
+
+  describe('listCalendarOccurrences', () => {
+    it('keeps a weekly Monday 09:00 London schedule at 09:00 local across the March change; UTC moves an hour', async () => {
+      const auth = await t.newKey({ organization: 'calendar-dst' });
+      const template = await newTemplate(t, auth);
+      const schedule = await newSchedule(t, weeklyLondon(template.id), auth);
+      const res = await t.http.get('/v1/calendar/occurrences?from=2026-03-20T00:00:00Z&to=2026-04-07T00:00:00Z').set('Authorization', auth).expect(200);
+      const occurrence = (startAt: string, endAt: string, localStartAt: string, stamp: string) => ({
+        id: `occ_${schedule.id.slice(4)}_${stamp}`, scheduleId: schedule.id, templateId: template.id, siteId: 'site_north', assigneeUserId: 'user-42',
+        startAt, endAt, localStartAt, timezone: 'Europe/London', runId: null, runStatus: null,
+      });
+      expect(res.body).toEqual({
+        data: [
+          occurrence('2026-03-23T09:00:00.000Z', '2026-03-23T10:00:00.000Z', '2026-03-23T09:00:00', '20260323T090000Z'),
+          occurrence('2026-03-30T08:00:00.000Z', '2026-03-30T09:00:00.000Z', '2026-03-30T09:00:00', '20260330T080000Z'),
+          occurrence('2026-04-06T08:00:00.000Z', '2026-04-06T09:00:00.000Z', '2026-04-06T09:00:00', '20260406T080000Z'),
+        ],
+        nextCursor: null,
+      });
+
+      // and back across the October change
+      const autumn = await allOccurrences(t, 'from=2026-10-19T00:00:00Z&to=2026-11-03T00:00:00Z', auth);
+      expect(autumn.map((o) => [o.startAt, o.localStartAt])).toEqual([
+        ['2026-10-19T08:00:00.000Z', '2026-10-19T09:00:00'],
+        ['2026-10-26T09:00:00.000Z', '2026-10-26T09:00:00'],
+        ['2026-11-02T09:00:00.000Z', '2026-11-02T09:00:00'],
+      ]);
+    });
+
+    it('links an occurrence to the run started for it, and its status', async () => {
+      const auth = await t.newKey({ organization: 'calendar-runs' });
+      const template = await newTemplate(t, auth);
+      const schedule = await newSchedule(t, weeklyLondon(template.id), auth);
+      const window = 'from=2026-03-30T00:00:00Z&to=2026-04-07T00:00:00Z';
+      const [first, second] = await allOccurrences(t, window, auth);
+
+      const run = (await t.http.post('/v1/runs').set('Authorization', auth)
+        .send({ templateId: template.id, siteId: 'site_north', userId: 'user-42', occurrenceId: first.id }).expect(201)).body;
+      expect(run.occurrenceId).toBe(first.id);
+      expect(await allOccurrences(t, window, auth)).toEqual([{ ...first, runId: run.id, runStatus: 'in_progress' }, second]);
+
+      await t.http.patch(`/v1/runs/${run.id}`).set('Authorization', auth).send({ answers: { 'fence-intact': false } }).expect(200);
+      await t.http.post(`/v1/runs/${run.id}/complete`).set('Authorization', auth).expect(200);
+      expect((await allOccurrences(t, window, auth))[0]).toEqual({ ...first, runId: run.id, runStatus: 'completed' });
+
+      // an occurrence has one run
+      const dup = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: 'site_north', userId: 'ann', occurrenceId: first.id }).expect(409);
+      expect(dup.body).toEqual(anError('ALREADY_EXISTS'));
+      // the run must match the occurrence's template and site, and the id must be a real occurrence
+      const other = await newTemplate(t, auth);
+      const wrongTemplate = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: other.id, siteId: 'site_north', userId: 'u', occurrenceId: second.id }).expect(400);
+      expect(wrongTemplate.body.details).toEqual([{ path: '/templateId', message: `must be the occurrence's template ${template.id}` }]);
+      const wrongSite = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: 'site_south', userId: 'u', occurrenceId: second.id }).expect(400);
+      expect(wrongSite.body.details).toEqual([{ path: '/siteId', message: "must be the occurrence's site site_north" }]);
+      const tuesday = `occ_${schedule.id.slice(4)}_20260331T080000Z`;
+      const notOne = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: 'site_north', userId: 'u', occurrenceId: tuesday }).expect(400);
+      expect(notOne.body.details).toEqual([{ path: '/occurrenceId', message: 'does not name an occurrence of any schedule of this organization' }]);
+    });
+
+    it('includes an occurrence that started before the window and is still running', async () => {
+      const auth = await t.newKey({ organization: 'calendar-overlap' });
+      const template = await newTemplate(t, auth);
+      await newSchedule(t, { ...weeklyLondon(template.id), startsAt: '2026-06-01T09:00:00', recurrence: undefined, durationMinutes: 120 }, auth);
+      expect((await allOccurrences(t, 'from=2026-06-01T09:30:00Z&to=2026-06-02T00:00:00Z', auth)).map((o) => o.startAt)).toEqual(['2026-06-01T08:00:00.000Z']);
+      expect(await allOccurrences(t, 'from=2026-06-01T10:00:00Z&to=2026-06-02T00:00:00Z', auth)).toEqual([]);
+      expect(await allOccurrences(t, 'from=2026-05-01T00:00:00Z&to=2026-06-01T08:00:00Z', auth)).toEqual([]);
+    });
+
+    it('orders by startAt then schedule, pages every occurrence exactly once, and filters', async () => {
+      const auth = await t.newKey({ organization: 'calendar-paging' });
+      const template = await newTemplate(t, auth);
+      const daily = { ...weeklyLondon(template.id), startsAt: '2026-05-01T08:00:00', recurrence: 'FREQ=DAILY;COUNT=5' };
+      const s1 = await newSchedule(t, { ...daily, siteId: 'site_a' }, auth);
+      const s2 = await newSchedule(t, { ...daily, siteId: 'site_b', assigneeUserId: 'ann' }, auth);
+      const s3 = await newSchedule(t, { ...daily, siteId: 'site_a', startsAt: '2026-05-01T08:30:00', recurrence: 'FREQ=DAILY;COUNT=3' }, auth);
+      const window = 'from=2026-04-01T00:00:00Z&to=2026-06-01T00:00:00Z';
+
+      const everything = await allOccurrences(t, window, auth, 500);
+      expect(everything).toHaveLength(13);
+      const [lo, hi] = [s1.id, s2.id].sort();
+      expect(everything.slice(0, 3).map((o) => [o.startAt, o.scheduleId])).toEqual([
+        ['2026-05-01T07:00:00.000Z', lo], ['2026-05-01T07:00:00.000Z', hi], ['2026-05-01T07:30:00.000Z', s3.id],
+      ]);
+      const sorted = [...everything].sort((a, b) => (a.startAt as string).localeCompare(b.startAt as string) || (a.scheduleId as string < (b.scheduleId as string) ? -1 : 1));
+      expect(everything).toEqual(sorted);
+
+      for (const limit of [1, 2, 5]) expect(await allOccurrences(t, window, auth, limit)).toEqual(everything);
+
+      expect((await allOccurrences(t, `${window}&siteId=site_a`, auth)).map((o) => o.scheduleId)).toEqual(everything.filter((o) => o.siteId === 'site_a').map((o) => o.scheduleId));
+      expect((await allOccurrences(t, `${window}&assigneeUserId=ann`, auth)).every((o) => o.scheduleId === s2.id)).toBe(true);
+      expect(await allOccurrences(t, `${window}&scheduleId=${s3.id}`, auth)).toHaveLength(3);
+      expect(await allOccurrences(t, `${window}&templateId=tpl_other`, auth)).toEqual([]);
+    });
+
+    it('refuses a window over 366 days, an inverted window, a missing bound and a malformed cursor', async () => {
+      const long = await t.http.get('/v1/calendar/occurrences?from=2026-01-01T00:00:00Z&to=2027-01-02T00:00:01Z').set('Authorization', t.auth).expect(400);
+      expect(long.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/to', message: 'must be at most 366 days after from' }] }));
+      await t.http.get('/v1/calendar/occurrences?from=2026-01-01T00:00:00Z&to=2027-01-02T00:00:00Z').set('Authorization', t.auth).expect(200);
+      const inverted = await t.http.get('/v1/calendar/occurrences?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z').set('Authorization', t.auth).expect(400);
+      expect(inverted.body.details).toEqual([{ path: '/query/to', message: 'must be after from' }]);
+      const missing = await t.http.get('/v1/calendar/occurrences?from=2026-02-01T00:00:00Z').set('Authorization', t.auth).expect(400);
+      expect(missing.body.details).toEqual([{ path: '/query/to', message: 'is required' }]);
+      const notATime = await t.http.get('/v1/calendar/occurrences?from=yesterday&to=2026-01-01T00:00:00Z').set('Authorization', t.auth).expect(400);
+      expect(notATime.body.details).toEqual([{ path: '/query/from', message: expect.stringContaining('RFC 3339') }]);
+      const cursor = await t.http.get('/v1/calendar/occurrences?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z&cursor=nope').set('Authorization', t.auth).expect(400);
+      expect(cursor.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] }));
+    });
+  });
+
+  describe('scopes and tenancy', () => {
+    it('needs calendar:write to create and calendar:read to read', async () => {
+      const template = await newTemplate(t);
+      const reader = await t.newKey({ scopes: ['calendar:read'] });
+      expect((await t.http.post('/v1/schedules').set('Authorization', reader).send(weeklyLondon(template.id)).expect(403)).body).toEqual(anError('INSUFFICIENT_SCOPE'));
+      await t.http.get('/v1/calendar/occurrences?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z').set('Authorization', reader).expect(200);
+      const runsOnly = await t.newKey({ scopes: ['runs:read'] });
+      await t.http.get('/v1/calendar/occurrences?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z').set('Authorization', runsOnly).expect(403);
+    });
+
+    it("never shows another organization's schedules or occurrences, nor lets it start runs for them", async () => {
+      const otherAuth = await t.newKey({ organization: 'other-org-calendar' });
+      const template = await newTemplate(t);
+      const mine = await newSchedule(t, weeklyLondon(template.id));
+      await t.http.get(`/v1/schedules/${mine.id}`).set('Authorization', otherAuth).expect(404);
+      await t.http.patch(`/v1/schedules/${mine.id}`).set('Authorization', otherAuth).send({ durationMinutes: 5 }).expect(404);
+      await t.http.delete(`/v1/schedules/${mine.id}`).set('Authorization', otherAuth).expect(404);
+      expect((await t.http.get('/v1/schedules').set('Authorization', otherAuth).expect(200)).body).toEqual({ data: [], nextCursor: null });
+      expect(await allOccurrences(t, 'from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z', otherAuth)).toEqual([]);
+
+      // a schedule of the other organization cannot name my template
+      await t.http.post('/v1/schedules').set('Authorization', otherAuth).send(weeklyLondon(template.id)).expect(400);
+      // nor can its runs claim my occurrences
+      const [occ] = await allOccurrences(t, `from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&scheduleId=${mine.id}`);
+      const theirTemplate = await newTemplate(t, otherAuth);
+      const res = await t.http.post('/v1/runs').set('Authorization', otherAuth).send({ templateId: theirTemplate.id, siteId: 'site_north', userId: 'u', occurrenceId: occ.id }).expect(400);
+      expect(res.body.details).toEqual([{ path: '/occurrenceId', message: 'does not name an occurrence of any schedule of this organization' }]);
+    });
+  });
+});

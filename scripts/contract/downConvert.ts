@@ -4,18 +4,37 @@ import { HTTP_METHODS } from './operations';
 
 /**
  * The OpenAPI 3.0.3 rendering served at /openapi-sdk.json, for SDK generators that do not
- * read 3.1. @apiture/openapi-down-convert does most of it (type arrays with null → nullable,
- * schema `examples` → `example`, `const` → `enum`, webhooks, license.identifier); this
- * post-pass does only what it lacks, listed in `postPass`.
+ * read 3.1. @apiture/openapi-down-convert does most of it (type arrays of one type and null →
+ * nullable, schema `examples` → `example`, truthy `const` → `enum`, $comment, content
+ * encoding, license.identifier); this post-pass does only what it lacks, listed in
+ * `postPass`. test/sdk.test.ts proves the result with a 3.0 validator and a real generator.
  */
 export function toOpenApi30(doc: OpenApiDocument): OpenApiDocument {
-  const converted = new Converter(structuredClone(doc), { allOfTransform: false }).convert() as OpenApiDocument;
+  const source = structuredClone(doc);
+  // The converter deletes `webhooks`; 3.0 has no such field, but an `x-` extension keeps them
+  // readable for people and tools, so they move there before converting (and are converted too).
+  if (source.webhooks) {
+    source['x-webhooks'] = source.webhooks;
+    delete source.webhooks;
+  }
+  const converted = new Converter(source, { allOfTransform: false }).convert() as OpenApiDocument;
   return postPass(converted);
 }
+
+/** 2019-09/2020-12 keywords that 3.0 does not know. The server still enforces them. */
+const UNSUPPORTED_KEYWORDS = [
+  'dependentRequired', 'dependentSchemas', 'unevaluatedItems', 'unevaluatedProperties', 'prefixItems', '$defs',
+  'if', 'then', 'else', 'contains', 'minContains', 'maxContains', 'propertyNames', 'patternProperties',
+  '$anchor', '$dynamicRef', '$dynamicAnchor', '$id', '$schema', '$comment', 'contentSchema', 'contentMediaType', 'contentEncoding',
+];
 
 function postPass(doc: OpenApiDocument): OpenApiDocument {
   doc.openapi = '3.0.3';
   delete doc.info?.summary; // 3.1 only
+  delete doc.jsonSchemaDialect;
+  if (doc.components) delete doc.components.pathItems; // 3.1 only; referenced path items are already inlined by bundle.ts
+  if (doc.info?.license) delete doc.info.license.identifier;
+
   // 3.0 allows scopes in a security requirement only for oauth2/openIdConnect: keep them in x-scopes.
   const moveScopes = (holder: any): void => {
     if (!Array.isArray(holder.security)) return;
@@ -24,28 +43,14 @@ function postPass(doc: OpenApiDocument): OpenApiDocument {
     if (scopes.length) holder['x-scopes'] = scopes;
   };
   moveScopes(doc);
-  for (const item of Object.values<any>(doc.paths ?? {})) {
-    for (const method of HTTP_METHODS) if (item[method]) moveScopes(item[method]);
+  for (const paths of [doc.paths, doc['x-webhooks']]) {
+    for (const item of Object.values<any>(paths ?? {})) {
+      for (const method of HTTP_METHODS) if (item[method]) moveScopes(item[method]);
+    }
   }
+
   walkSchemas(doc, (schema) => {
-    // numeric exclusive bounds (3.1) → boolean form (3.0)
-    for (const [exclusive, bound] of [['exclusiveMinimum', 'minimum'], ['exclusiveMaximum', 'maximum']] as const) {
-      if (typeof schema[exclusive] === 'number') {
-        schema[bound] = schema[exclusive];
-        schema[exclusive] = true;
-      }
-    }
-    // a type array with several non-null types → oneOf
-    if (Array.isArray(schema.type)) {
-      const types = schema.type.filter((t: string) => t !== 'null');
-      if (schema.type.includes('null')) schema.nullable = true;
-      if (types.length === 1) schema.type = types[0];
-      else {
-        delete schema.type;
-        schema.oneOf = types.map((t: string) => ({ type: t }));
-      }
-    }
-    // anyOf/oneOf [X, {type: null}] → X made nullable; a nullable $ref is wrapped in allOf
+    // anyOf/oneOf [X, {type: null}] → X made nullable
     for (const combinator of ['anyOf', 'oneOf'] as const) {
       const list = schema[combinator];
       if (!Array.isArray(list) || !list.some(isNullSchema)) continue;
@@ -54,46 +59,84 @@ function postPass(doc: OpenApiDocument): OpenApiDocument {
       schema.nullable = true;
       if (rest.length === 1 && rest[0].$ref) schema.allOf = [rest[0]];
       else if (rest.length === 1) Object.assign(schema, rest[0], { nullable: true });
-      else schema[combinator] = rest;
+      else schema[combinator] = rest.map((s: any) => (s.$ref ? { allOf: [s], nullable: true } : { ...s, nullable: true }));
     }
-    // 2019-09/2020-12 keywords a 3.0 tool does not know: the server still enforces them
-    for (const keyword of ['dependentRequired', 'dependentSchemas', 'unevaluatedItems', 'prefixItems', '$defs']) delete schema[keyword];
+    // `const` of any value (the converter skips falsy ones such as `false` and `0`)
+    if ('const' in schema) {
+      schema.enum = [schema.const];
+      delete schema.const;
+    }
+    // numeric exclusive bounds (3.1) → boolean form (3.0); with both forms the stricter bound wins
+    for (const [exclusive, bound, stricter] of [['exclusiveMinimum', 'minimum', Math.max], ['exclusiveMaximum', 'maximum', Math.min]] as const) {
+      if (typeof schema[exclusive] !== 'number') continue;
+      const limit = schema[exclusive];
+      if (typeof schema[bound] === 'number' && stricter(schema[bound], limit) === schema[bound] && schema[bound] !== limit) {
+        delete schema[exclusive];
+      } else {
+        schema[bound] = limit;
+        schema[exclusive] = true;
+      }
+    }
+    // `type: 'null'` alone, and type arrays the converter leaves (several non-null types)
+    if (schema.type === 'null') {
+      delete schema.type;
+      schema.nullable = true;
+      schema.enum = [null];
+    } else if (Array.isArray(schema.type)) {
+      const types: string[] = schema.type.filter((t: string) => t !== 'null');
+      const nullable = schema.type.includes('null');
+      if (types.length === 1) {
+        schema.type = types[0];
+        if (nullable) schema.nullable = true;
+      } else {
+        // anyOf, not oneOf: `integer` is also a `number`, so branches may overlap
+        delete schema.type;
+        schema.anyOf = types.map((t, i) => (nullable && i === 0 ? { type: t, nullable: true } : { type: t }));
+      }
+    }
+    // a $ref with siblings: 3.0 ignores everything beside $ref, so `nullable` (or a description)
+    // would be lost; wrapped in allOf they apply
+    if (typeof schema.$ref === 'string' && Object.keys(schema).length > 1) {
+      schema.allOf = [{ $ref: schema.$ref }];
+      delete schema.$ref;
+    }
+    for (const keyword of UNSUPPORTED_KEYWORDS) delete schema[keyword];
   });
   return doc;
 }
 
 function isNullSchema(s: any): boolean {
-  return s && typeof s === 'object' && (s.type === 'null' || (s.enum && s.enum.length === 1 && s.enum[0] === null));
+  return s && typeof s === 'object' && (s.type === 'null' || (Array.isArray(s.enum) && s.enum.length === 1 && s.enum[0] === null && !s.type));
 }
 
-/** Calls `visit` on every schema object in components and operations. */
+const SUBSCHEMA = ['items', 'not', 'additionalProperties', 'contains', 'if', 'then', 'else', 'propertyNames', 'unevaluatedItems', 'unevaluatedProperties', 'contentSchema'];
+const SUBSCHEMA_LISTS = ['allOf', 'anyOf', 'oneOf', 'prefixItems'];
+const SUBSCHEMA_MAPS = ['properties', 'patternProperties', 'dependentSchemas', '$defs'];
+
+/**
+ * Calls `visit` on every schema object of the document, parents before children: the
+ * components' schemas and every `schema` of a parameter, header or media type wherever it is
+ * (paths, components, x-webhooks, callbacks). Example values are data and are not entered.
+ */
 function walkSchemas(doc: OpenApiDocument, visit: (schema: any) => void): void {
   const seen = new Set<object>();
   const walkSchema = (schema: any): void => {
-    if (!schema || typeof schema !== 'object' || seen.has(schema)) return;
+    if (!schema || typeof schema !== 'object' || Array.isArray(schema) || seen.has(schema)) return;
     seen.add(schema);
     visit(schema);
-    for (const key of ['items', 'not', 'additionalProperties', 'contains', 'if', 'then', 'else']) if (schema[key] && typeof schema[key] === 'object') walkSchema(schema[key]);
-    for (const key of ['allOf', 'anyOf', 'oneOf']) if (Array.isArray(schema[key])) schema[key].forEach(walkSchema);
-    if (schema.properties) Object.values(schema.properties).forEach(walkSchema);
+    for (const key of SUBSCHEMA) walkSchema(schema[key]);
+    for (const key of SUBSCHEMA_LISTS) if (Array.isArray(schema[key])) schema[key].forEach(walkSchema);
+    for (const key of SUBSCHEMA_MAPS) if (schema[key] && typeof schema[key] === 'object') Object.values(schema[key]).forEach(walkSchema);
   };
-  const walkContent = (content: any): void => Object.values<any>(content ?? {}).forEach((media) => walkSchema(media.schema));
-  Object.values(doc.components?.schemas ?? {}).forEach(walkSchema);
-  Object.values<any>(doc.components?.parameters ?? {}).forEach((p) => walkSchema(p.schema));
-  Object.values<any>(doc.components?.headers ?? {}).forEach((h) => walkSchema(h.schema));
-  Object.values<any>(doc.components?.responses ?? {}).forEach((r) => walkContent(r.content));
-  Object.values<any>(doc.components?.requestBodies ?? {}).forEach((r) => walkContent(r.content));
-  for (const item of Object.values<any>(doc.paths ?? {})) {
-    (item.parameters ?? []).forEach((p: any) => walkSchema(p.schema));
-    for (const method of HTTP_METHODS) {
-      const op = item[method];
-      if (!op) continue;
-      (op.parameters ?? []).forEach((p: any) => walkSchema(p.schema));
-      walkContent(op.requestBody?.content);
-      Object.values<any>(op.responses ?? {}).forEach((r) => {
-        walkContent(r.content);
-        Object.values<any>(r.headers ?? {}).forEach((h) => walkSchema(h.schema));
-      });
+  const walk = (node: any, parentKey: string): void => {
+    if (!node || typeof node !== 'object') return;
+    if (Array.isArray(node)) return node.forEach((n) => walk(n, parentKey));
+    for (const [key, value] of Object.entries<any>(node)) {
+      if (key === 'example' || key === 'examples' || key === 'default' || key === 'enum') continue;
+      if (key === 'schema') walkSchema(value);
+      else if (key === 'schemas' && parentKey === 'components') Object.values(value ?? {}).forEach(walkSchema);
+      else walk(value, key);
     }
-  }
+  };
+  walk(doc, '');
 }

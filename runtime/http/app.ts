@@ -1,11 +1,12 @@
 import express, { Express, NextFunction, Request, Response } from 'express';
+import cors from 'cors';
 import OpenAPIBackend, { Context } from 'openapi-backend';
 import pino, { Logger } from 'pino';
 import type { Knex } from 'knex';
 import { Config } from '../config';
 import { ApiError, unauthenticated } from '../errors';
 import { authenticate, Principal } from '../auth/apiKeys';
-import { setDeprecationHeaders } from './deprecation';
+import { setDeprecationHeaders, DeprecationInfo } from './deprecation';
 import { operations, OperationId } from '../../generated/operations';
 import { purgeExpiredIdempotencyKeys } from '../idempotency';
 import { runOperation, PipelineDeps } from './operationPipeline';
@@ -20,6 +21,13 @@ export interface AppOptions {
   logger?: Logger;
   /** How often expired idempotency keys are purged (ms); 0 turns the timer off. */
   purgeIntervalMs?: number;
+  /**
+   * The operation index the deprecation headers are read from; generated/operations.ts when
+   * not given. Tests pass the index generated from a copy of the contract that marks an
+   * operation deprecated (test/deprecation.test.ts), so the headers are proved to follow the
+   * generated index alone. Production never sets it.
+   */
+  deprecationIndex?: Readonly<Record<string, DeprecationInfo>>;
 }
 
 export interface App {
@@ -35,6 +43,7 @@ export interface App {
  */
 export function createApp(config: Config, options: AppOptions): App {
   const logger = options.logger ?? pino({ level: config.logLevel });
+  const deprecationIndex = options.deprecationIndex ?? operations;
   const deps: PipelineDeps = {
     db: options.db,
     idempotency: { ttlSeconds: config.idempotencyTtlSeconds, leaseSeconds: config.idempotencyLeaseSeconds },
@@ -63,7 +72,7 @@ export function createApp(config: Config, options: AppOptions): App {
       const op = operations[c.operation.operationId as OperationId];
       res.locals.operationId = op.operationId;
       res.locals.route = op.path;
-      setDeprecationHeaders(res, op);
+      setDeprecationHeaders(res, deprecationIndex[op.operationId] ?? op);
     },
     unauthorizedHandler: async (c: Context) => {
       const failure = (c.security?.bearerAuth as { error?: unknown } | undefined)?.error;
@@ -84,6 +93,7 @@ export function createApp(config: Config, options: AppOptions): App {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestLog(logger));
+  if (config.corsOrigins.length) app.use(corsFor(config.corsOrigins));
   app.use(publicRoutes(options.db));
   app.use((req: Request, res: Response, next: NextFunction) => {
     api
@@ -103,4 +113,43 @@ export function createApp(config: Config, options: AppOptions): App {
     purgeTimer.unref();
   }
   return { app, close: () => clearInterval(purgeTimer) };
+}
+
+/**
+ * Response headers a browser client may read (CORS hides all but a few by default): the request
+ * id to quote in a report, the idempotency replay flag, the deprecation signals, the created
+ * resource's address, and the rate-limit headers (Retry-After with 429; the IETF RateLimit
+ * fields should a limiter send them).
+ */
+export const CORS_EXPOSED_HEADERS = [
+  'X-Request-Id', 'Idempotent-Replayed', 'Deprecation', 'Sunset', 'Link', 'Location', 'Allow', 'WWW-Authenticate',
+  'Retry-After', 'RateLimit', 'RateLimit-Policy', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset',
+];
+
+/**
+ * CORS for browser clients of the origins in CORS_ORIGINS (`*` for any). A request from any
+ * other origin gets no CORS header at all, so the browser withholds the answer; a preflight
+ * from such an origin falls through to the router (405). Keys travel in `Authorization`, not
+ * cookies, so credentials are not allowed.
+ */
+function corsFor(origins: readonly string[]) {
+  const anyOrigin = origins.includes('*');
+  const allowed = new Set(origins);
+  const middleware = cors((req, callback) => {
+    const origin = req.headers.origin;
+    if (!anyOrigin && (origin === undefined || !allowed.has(origin))) return callback(null, { origin: false });
+    callback(null, {
+      origin: anyOrigin ? '*' : origin,
+      methods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
+      allowedHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key'],
+      exposedHeaders: CORS_EXPOSED_HEADERS,
+      maxAge: 600,
+      optionsSuccessStatus: 204,
+    });
+  });
+  return (req: Request, res: Response, next: NextFunction): void => {
+    // the answer depends on Origin when only some origins are allowed: caches must keep them apart
+    if (!anyOrigin) res.vary('Origin');
+    middleware(req, res, next);
+  };
 }

@@ -7,7 +7,9 @@ import type { OperationInfo } from '../../generated/operations';
  * as HTTP dates, and `Link: <guide>; rel="sunset"` when it names `x-migration-guide`. Set
  * before anything else runs, so error answers and replays carry them too.
  */
-export function setDeprecationHeaders(res: Response, op: OperationInfo): void {
+export type DeprecationInfo = Pick<OperationInfo, 'deprecated' | 'deprecatedAt' | 'sunset' | 'migrationGuide'>;
+
+export function setDeprecationHeaders(res: Response, op: DeprecationInfo): void {
   if (!op.deprecated) return;
   if (op.deprecatedAt) res.set('Deprecation', httpDate(op.deprecatedAt, 'start'));
   if (op.sunset) res.set('Sunset', httpDate(op.sunset, 'end'));

@@ -27,6 +27,8 @@ export function publicRoutes(db: Knex): Router {
   return router;
 }
 
+// The page loads the contract itself so that "Try it out" calls the server the page came from,
+// wherever it runs, before the contract's own servers entries.
 const DOCS_PAGE = `<!doctype html>
 <html lang="en">
 <head>
@@ -34,12 +36,27 @@ const DOCS_PAGE = `<!doctype html>
   <title>Field Operations API — reference</title>
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+  <style>
+    body { margin: 0; }
+    .contract-links { font: 14px sans-serif; padding: 8px 20px; background: #1b1b1b; color: #ddd; }
+    .contract-links a { color: #9cdcfe; margin-right: 16px; }
+  </style>
 </head>
 <body>
+  <nav class="contract-links">
+    Contract: <a href="/openapi.json">/openapi.json</a> (OpenAPI 3.1)
+    <a href="/openapi-sdk.json">/openapi-sdk.json</a> (OpenAPI 3.0.3, for SDK generators)
+  </nav>
   <div id="swagger-ui"></div>
   <script src="/docs/assets/swagger-ui-bundle.js"></script>
   <script>
-    window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null });
+    fetch('/openapi.json')
+      .then(function (res) { return res.json(); })
+      .then(function (spec) {
+        var here = window.location.origin;
+        spec.servers = [{ url: here, description: 'This server' }].concat((spec.servers || []).filter(function (s) { return s.url !== here; }));
+        window.ui = SwaggerUIBundle({ spec: spec, dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null });
+      });
   </script>
 </body>
 </html>

@@ -33,10 +33,10 @@ describeEachDatabase('sensor readings', (t) => {
         data: [stored(temperature, { duplicate: false }), stored(humidity, { duplicate: false })],
       });
       expect(res.body.data[1].occurredAt).toBe('2026-11-22T04:00:00.000Z');
-      const rows = await t.db.knex('sensor_readings').whereIn('id', res.body.data.map((r: { id: string }) => r.id)).orderBy('seq');
+      const rows = await t.db.knex('sensor_readings').whereIn('id', res.body.data.map((r: { id: string }) => r.id)).orderBy('metric');
       expect(rows.map((r) => ({ ...r, value: Number(r.value) }))).toEqual([
-        expect.objectContaining({ provider: 'acme-iot', sensor_external_id: 'th-0042', sensor_name: 'Transformer room', site_id: site, metric: 'temperature_c', value: 21.4, unit: 'C', occurred_at: '2026-11-22T04:00:00.000Z' }),
-        expect.objectContaining({ sensor_name: null, metric: 'humidity_pct', value: 48, unit: '%', occurred_at: '2026-11-22T04:00:00.000Z' }),
+        expect.objectContaining({ id: res.body.data[1].id, sensor_name: null, metric: 'humidity_pct', value: 48, unit: '%', occurred_at: '2026-11-22T04:00:00.000Z' }),
+        expect.objectContaining({ id: res.body.data[0].id, provider: 'acme-iot', sensor_external_id: 'th-0042', sensor_name: 'Transformer room', site_id: site, metric: 'temperature_c', value: 21.4, unit: 'C', occurred_at: '2026-11-22T04:00:00.000Z' }),
       ]);
       // the representation answered at ingestion is the one read back
       expect((await t.http.get(`/v1/sensor-readings/${res.body.data[0].id}`).set('Authorization', auth).expect(200)).body)
@@ -95,6 +95,23 @@ describeEachDatabase('sensor readings', (t) => {
       const fromB = await t.http.post('/v1/sensor-readings').set('Authorization', b).send({ readings: [one] }).expect(201);
       expect([fromA.body.ingested, fromB.body.ingested]).toEqual([1, 1]);
       expect(fromB.body.data[0].id).not.toBe(fromA.body.data[0].id);
+    });
+
+    it('stores each reading once when overlapping batches arrive at the same time', async () => {
+      const auth = await t.newKey({ organization: 'ingest-concurrent' });
+      const shared = series(900, { start: Date.UTC(2026, 2, 1) });
+      const a = [...shared, ...series(100, { start: Date.UTC(2026, 3, 1) })];
+      const b = [...series(100, { start: Date.UTC(2026, 4, 1) }), ...shared.slice().reverse()];
+      const second = t.anotherApp();
+      const [ra, rb] = await Promise.all([
+        t.http.post('/v1/sensor-readings').set('Authorization', auth).send({ readings: a }),
+        second.http.post('/v1/sensor-readings').set('Authorization', auth).send({ readings: b }),
+      ]);
+      expect([ra.status, rb.status]).toEqual([201, 201]);
+      expect(ra.body.ingested + rb.body.ingested).toBe(1100);
+      expect(ra.body.duplicates + rb.body.duplicates).toBe(900);
+      const orgId = (await t.db.knex('organizations').where({ name: 'ingest-concurrent' }).first()).id;
+      expect(await count({ org_id: orgId })).toBe(1100);
     });
 
     it('stores a batch of 1000 readings in one request (past the 500-row statement limit)', async () => {
@@ -201,7 +218,7 @@ describeEachDatabase('sensor readings', (t) => {
     const list = async (query: string) => (await t.http.get(`/v1/sensor-readings${query}`).set('Authorization', auth).expect(200)).body;
     const idsOf = (body: { data: { id: string }[] }) => body.data.map((r) => r.id);
 
-    it('orders by occurredAt, ties in storage order, with whole readings', async () => {
+    it('orders by occurredAt, ties in a stable order, with whole readings', async () => {
       const body = await list('');
       expect(body).toEqual({ data: [1, 2, 3, 0, 4].map((i) => stored(readings[i], { id: ids[i] })), nextCursor: null });
     });

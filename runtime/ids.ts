@@ -1,14 +1,30 @@
 import { randomBytes } from 'node:crypto';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower case
+const RANDOM_CHARS = 24;
+
+function randomChars(count: number): string {
+  const bytes = randomBytes(count);
+  let out = '';
+  for (let i = 0; i < count; i++) out += ALPHABET[bytes[i] & 31];
+  return out;
+}
 
 /**
  * A new opaque identifier: a short type prefix and 24 base32 characters (120 random bits),
  * so ids are never reused and reveal nothing about order or volume.
  */
 export function newId(prefix: string): string {
-  const bytes = randomBytes(24);
-  let out = prefix + '_';
-  for (let i = 0; i < 24; i++) out += ALPHABET[bytes[i] & 31];
-  return out;
+  return `${prefix}_${randomChars(RANDOM_CHARS)}`;
+}
+
+/**
+ * `count` identifiers of the same shape for rows written together (a sensor batch). They
+ * share their first 8 random characters and keep 16 (80 bits) of their own: fully random
+ * keys scatter one batch across the whole unique index, which measured about half the
+ * insert rate on SQLite.
+ */
+export function newIdBatch(prefix: string, count: number): string[] {
+  const shared = `${prefix}_${randomChars(8)}`;
+  return Array.from({ length: count }, () => shared + randomChars(RANDOM_CHARS - 8));
 }

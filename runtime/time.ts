@@ -5,7 +5,9 @@ export function nowIso(): string {
 
 /** Normalizes an RFC 3339 date-time (already validated by the contract) to UTC with milliseconds. */
 export function normalizeTimestamp(value: string): string {
-  return new Date(value).toISOString();
+  // RFC 3339 allows a leap second (:60), which Date cannot represent: it counts as the last
+  // millisecond of its minute
+  return new Date(value.replace(/:60(\.\d+)?(?=(Z|[+-]\d\d:\d\d)$)/i, ':59.999')).toISOString();
 }
 
 export function normalizeOptionalTimestamp(value: string | null | undefined): string | null | undefined {

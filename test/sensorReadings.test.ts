@@ -304,3 +304,13 @@ describeEachDatabase('sensor readings', (t) => {
     });
   });
 });
+
+describeEachDatabase('sensor readings: leap seconds', (t) => {
+  it('accepts an RFC 3339 leap second as the last millisecond of its minute', async () => {
+    const reading = { provider: 'acme', sensorExternalId: 'leap-1', siteId: 'site_leap', metric: 'temperature_c', value: 1, unit: 'C', occurredAt: '2016-12-31T23:59:60Z' };
+    const res = await t.http.post('/v1/sensor-readings').set('Authorization', t.auth).send({ readings: [reading] }).expect(201);
+    expect(res.body.data[0].occurredAt).toBe('2016-12-31T23:59:59.999Z');
+    const list = await t.http.get('/v1/sensor-readings?siteId=site_leap&occurredAfter=2016-12-31T23:59:60%2B00:00').set('Authorization', t.auth).expect(200);
+    expect(list.body).toEqual({ data: [], nextCursor: null });
+  });
+});

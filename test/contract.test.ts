@@ -1,4 +1,6 @@
 import Ajv2020 from 'ajv/dist/2020';
+import express from 'express';
+import supertest from 'supertest';
 import addFormats from 'ajv-formats';
 import openapi from '../generated/openapi.json';
 import { operations } from '../generated/operations';
@@ -49,6 +51,15 @@ describe('the contract check every test response goes through (test/support/cont
     expect(checkExchange(exchange({ url: '/v1/nowhere', status: 404, body: 'Not Found' }))).toEqual([expect.stringContaining('body is not an Error')]);
     expect(checkExchange(exchange({ url: '/v1/nowhere', status: 200, body: { error: 'x', code: 'NOT_FOUND', requestId: 'r' } }))).toEqual([
       expect.stringContaining('status is not 404/405'),
+    ]);
+  });
+
+  it('also sees responses a test receives with supertest directly, not through testClient', async () => {
+    const rogue = express().get('/v1/sites/:id', (_req, res) => { res.status(418).json({ teapot: true }); });
+    await supertest(rogue).get(`/v1/sites/${site.id}`).expect(418);
+    expect(takeContractViolations()).toEqual([
+      expect.stringContaining('no X-Request-Id header'),
+      expect.stringContaining('status 418 is not declared for getSite'),
     ]);
   });
 

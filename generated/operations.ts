@@ -21,16 +21,100 @@ export interface OperationInfo {
 }
 
 export type OperationId =
+  | 'listAssets'
+  | 'createAsset'
+  | 'getAsset'
+  | 'deleteAsset'
+  | 'updateAsset'
+  | 'listSchedules'
+  | 'createSchedule'
+  | 'getSchedule'
+  | 'deleteSchedule'
+  | 'updateSchedule'
+  | 'listCalendarOccurrences'
+  | 'listCheckins'
+  | 'createCheckin'
+  | 'getCheckin'
+  | 'updateCheckin'
+  | 'listIntegrationActions'
+  | 'listIntegrationTriggers'
+  | 'listIntegrationSubscriptions'
+  | 'listIssues'
+  | 'createIssue'
+  | 'getIssue'
+  | 'updateIssue'
+  | 'listLogs'
+  | 'createLog'
+  | 'getLog'
+  | 'listRuns'
+  | 'createRun'
+  | 'getRun'
+  | 'updateRun'
+  | 'completeRun'
+  | 'listSensorReadings'
+  | 'ingestSensorReadings'
+  | 'getSensorReading'
   | 'listSites'
   | 'createSite'
   | 'getSite'
   | 'deleteSite'
-  | 'updateSite';
+  | 'updateSite'
+  | 'listTemplates'
+  | 'createTemplate'
+  | 'getTemplate'
+  | 'deleteTemplate'
+  | 'updateTemplate'
+  | 'listUsers'
+  | 'createUser'
+  | 'getUser'
+  | 'updateUser';
 
 export const operations: Record<OperationId, OperationInfo> = {
+  listAssets: {"operationId":"listAssets","method":"get","path":"/v1/assets","tag":"Assets","scopes":["assets:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["siteId","assetType","status","limit","cursor"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  createAsset: {"operationId":"createAsset","method":"post","path":"/v1/assets","tag":"Assets","scopes":["assets:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getAsset: {"operationId":"getAsset","method":"get","path":"/v1/assets/{id}","tag":"Assets","scopes":["assets:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
+  deleteAsset: {"operationId":"deleteAsset","method":"delete","path":"/v1/assets/{id}","tag":"Assets","scopes":["assets:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["204","400","401","403","404","409","500"]},
+  updateAsset: {"operationId":"updateAsset","method":"patch","path":"/v1/assets/{id}","tag":"Assets","scopes":["assets:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  listSchedules: {"operationId":"listSchedules","method":"get","path":"/v1/schedules","tag":"Calendar","scopes":["calendar:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor","siteId","assigneeUserId","templateId"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  createSchedule: {"operationId":"createSchedule","method":"post","path":"/v1/schedules","tag":"Calendar","scopes":["calendar:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getSchedule: {"operationId":"getSchedule","method":"get","path":"/v1/schedules/{id}","tag":"Calendar","scopes":["calendar:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
+  deleteSchedule: {"operationId":"deleteSchedule","method":"delete","path":"/v1/schedules/{id}","tag":"Calendar","scopes":["calendar:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["204","400","401","403","404","409","500"]},
+  updateSchedule: {"operationId":"updateSchedule","method":"patch","path":"/v1/schedules/{id}","tag":"Calendar","scopes":["calendar:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  listCalendarOccurrences: {"operationId":"listCalendarOccurrences","method":"get","path":"/v1/calendar/occurrences","tag":"Calendar","scopes":["calendar:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["from","to","siteId","assigneeUserId","scheduleId","templateId","limit","cursor"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  listCheckins: {"operationId":"listCheckins","method":"get","path":"/v1/checkins","tag":"Checkins","scopes":["checkins:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor","userId","siteId","status"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  createCheckin: {"operationId":"createCheckin","method":"post","path":"/v1/checkins","tag":"Checkins","scopes":["checkins:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getCheckin: {"operationId":"getCheckin","method":"get","path":"/v1/checkins/{id}","tag":"Checkins","scopes":["checkins:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
+  updateCheckin: {"operationId":"updateCheckin","method":"patch","path":"/v1/checkins/{id}","tag":"Checkins","scopes":["checkins:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  listIntegrationActions: {"operationId":"listIntegrationActions","method":"get","path":"/v1/integrations/{partner}/actions","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor"],"pathParams":["partner"],"responses":["200","400","401","403","404","500"]},
+  listIntegrationTriggers: {"operationId":"listIntegrationTriggers","method":"get","path":"/v1/integrations/{partner}/triggers","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor"],"pathParams":["partner"],"responses":["200","400","401","403","404","500"]},
+  listIntegrationSubscriptions: {"operationId":"listIntegrationSubscriptions","method":"get","path":"/v1/integrations/{partner}/subscriptions","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["triggerKey","status","limit","cursor"],"pathParams":["partner"],"responses":["200","400","401","403","404","500"]},
+  listIssues: {"operationId":"listIssues","method":"get","path":"/v1/issues","tag":"Issues","scopes":["issues:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["status","priority","siteId","assetId","runId","assigneeUserId","limit","cursor"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  createIssue: {"operationId":"createIssue","method":"post","path":"/v1/issues","tag":"Issues","scopes":["issues:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getIssue: {"operationId":"getIssue","method":"get","path":"/v1/issues/{id}","tag":"Issues","scopes":["issues:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
+  updateIssue: {"operationId":"updateIssue","method":"patch","path":"/v1/issues/{id}","tag":"Issues","scopes":["issues:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  listLogs: {"operationId":"listLogs","method":"get","path":"/v1/logs","tag":"Logs","scopes":["logs:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["entityType","entityId","limit","cursor"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  createLog: {"operationId":"createLog","method":"post","path":"/v1/logs","tag":"Logs","scopes":["logs:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getLog: {"operationId":"getLog","method":"get","path":"/v1/logs/{id}","tag":"Logs","scopes":["logs:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
+  listRuns: {"operationId":"listRuns","method":"get","path":"/v1/runs","tag":"Runs","scopes":["runs:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor","status","siteId","templateId","userId"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  createRun: {"operationId":"createRun","method":"post","path":"/v1/runs","tag":"Runs","scopes":["runs:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getRun: {"operationId":"getRun","method":"get","path":"/v1/runs/{id}","tag":"Runs","scopes":["runs:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
+  updateRun: {"operationId":"updateRun","method":"patch","path":"/v1/runs/{id}","tag":"Runs","scopes":["runs:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  completeRun: {"operationId":"completeRun","method":"post","path":"/v1/runs/{id}/complete","tag":"Runs","scopes":["runs:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","500"]},
+  listSensorReadings: {"operationId":"listSensorReadings","method":"get","path":"/v1/sensor-readings","tag":"SensorReadings","scopes":["sensors:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["siteId","occurredAfter","occurredBefore","provider","sensorExternalId","metric","limit","cursor"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  ingestSensorReadings: {"operationId":"ingestSensorReadings","method":"post","path":"/v1/sensor-readings","tag":"SensorReadings","scopes":["sensors:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getSensorReading: {"operationId":"getSensorReading","method":"get","path":"/v1/sensor-readings/{id}","tag":"SensorReadings","scopes":["sensors:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
   listSites: {"operationId":"listSites","method":"get","path":"/v1/sites","tag":"Sites","scopes":["sites:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor"],"pathParams":[],"responses":["200","400","401","403","500"]},
   createSite: {"operationId":"createSite","method":"post","path":"/v1/sites","tag":"Sites","scopes":["sites:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
   getSite: {"operationId":"getSite","method":"get","path":"/v1/sites/{id}","tag":"Sites","scopes":["sites:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
   deleteSite: {"operationId":"deleteSite","method":"delete","path":"/v1/sites/{id}","tag":"Sites","scopes":["sites:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["204","400","401","403","404","409","500"]},
   updateSite: {"operationId":"updateSite","method":"patch","path":"/v1/sites/{id}","tag":"Sites","scopes":["sites:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  listTemplates: {"operationId":"listTemplates","method":"get","path":"/v1/templates","tag":"Templates","scopes":["templates:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  createTemplate: {"operationId":"createTemplate","method":"post","path":"/v1/templates","tag":"Templates","scopes":["templates:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getTemplate: {"operationId":"getTemplate","method":"get","path":"/v1/templates/{id}","tag":"Templates","scopes":["templates:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
+  deleteTemplate: {"operationId":"deleteTemplate","method":"delete","path":"/v1/templates/{id}","tag":"Templates","scopes":["templates:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["204","400","401","403","404","409","500"]},
+  updateTemplate: {"operationId":"updateTemplate","method":"patch","path":"/v1/templates/{id}","tag":"Templates","scopes":["templates:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  listUsers: {"operationId":"listUsers","method":"get","path":"/v1/users","tag":"Users","scopes":["users:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor","userId"],"pathParams":[],"responses":["200","400","401","403","500"]},
+  createUser: {"operationId":"createUser","method":"post","path":"/v1/users","tag":"Users","scopes":["users:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
+  getUser: {"operationId":"getUser","method":"get","path":"/v1/users/{id}","tag":"Users","scopes":["users:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
+  updateUser: {"operationId":"updateUser","method":"patch","path":"/v1/users/{id}","tag":"Users","scopes":["users:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
 };

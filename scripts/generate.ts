@@ -3,7 +3,8 @@
  *
  *   generated/openapi.json        the bundled OpenAPI 3.1 document (served at /openapi.json)
  *   generated/openapi-sdk.json    its OpenAPI 3.0.3 rendering (served at /openapi-sdk.json)
- *   generated/types.ts            TypeScript types (openapi-typescript)
+ *   generated/types.ts            TypeScript types (openapi-typescript), as the handlers see requests
+ *   generated/client-types.ts     the same for API clients (fields with defaults optional)
  *   generated/operations.ts       operationId → method, path, scopes, deprecation
  *   generated/handlers.ts         operationId → handlers/<operationId>.ts
  *   generated/validators/*.js     standalone Ajv (JSON Schema 2020-12) validators
@@ -34,7 +35,8 @@ async function main(): Promise<void> {
   const files: Record<string, string> = {
     'openapi.json': json(doc),
     'openapi-sdk.json': json(toOpenApi30(doc)),
-    'types.ts': await renderTypes(doc),
+    'types.ts': await renderTypes(doc, 'server'),
+    'client-types.ts': await renderTypes(doc, 'clients'),
     'operations.ts': renderOperationIndex(index),
     'handlers.ts': renderHandlerRegistry(index),
     ...renderValidators(doc, index),

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import createOpenApiFetchClient from 'openapi-fetch';
-import type { paths, components } from '../generated/types';
+import type { paths, components } from '../generated/client-types';
 import openapi31 from '../generated/openapi.json';
 import openapi30 from '../generated/openapi-sdk.json';
 import { toOpenApi30 } from '../scripts/contract/downConvert';
@@ -239,7 +239,7 @@ describeEachDatabase('the field workflow through generated clients', (t: TestCon
     await runFieldWorkflow(heyApiWorkflowClient(baseUrl, apiKey, recordingFetch) as FieldWorkflowClient);
   }, 90_000);
 
-  it('runs through openapi-fetch typed with the 3.1 types (generated/types.ts)', async () => {
+  it('runs through openapi-fetch typed with the 3.1 client types (generated/client-types.ts)', async () => {
     const client = createOpenApiFetchClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${apiKey}` }, fetch: recordingFetch });
     const reply = async (call: Promise<{ data?: unknown; error?: unknown; response: Response }>): Promise<Reply> => {
       const { data, error, response } = await call;

@@ -35,7 +35,8 @@ export function buildOperationIndex(doc: OpenApiDocument): OperationEntry[] {
       const scopes = [...new Set(security.flatMap((req: Record<string, string[]>) => Object.values(req).flat()))] as string[];
       if (!route.startsWith('/v1/')) throw new Error(`${op.operationId}: every operation lives under /v1`);
       if (scopes.length === 0) throw new Error(`${op.operationId} names no scope in its security requirement`);
-      if (op.deprecated && !op['x-sunset']) throw new Error(`${op.operationId} is deprecated without x-sunset`);
+      // the Deprecation and Sunset headers are driven by these two; without them they would be silently missing
+      if (op.deprecated && (!op['x-sunset'] || !op['x-deprecated-at'])) throw new Error(`${op.operationId} is deprecated: it needs x-deprecated-at and x-sunset`);
       const params = [...(item.parameters ?? []), ...(op.parameters ?? [])].map((p: unknown) => deref(doc, p));
       index.push({
         operationId: op.operationId,

@@ -77,11 +77,15 @@ export function fingerprint(method: string, path: string, body: unknown, query: 
   return createHash('sha256').update(`${method.toUpperCase()} ${target}\n${canonicalJson(body ?? null)}`).digest('hex');
 }
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+/** Deeper than this, a body is refused before it is fingerprinted (the recursion below is bounded). */
+const MAX_BODY_DEPTH = 64;
+
+function canonicalJson(value: unknown, depth = 0): string {
+  if (depth > MAX_BODY_DEPTH) throw new ApiError('VALIDATION_ERROR', `Request body nests deeper than ${MAX_BODY_DEPTH} levels`);
+  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item, depth + 1)).join(',')}]`;
   if (value && typeof value === 'object') {
     const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k], depth + 1)}`).join(',')}}`;
   }
   return JSON.stringify(value);
 }

@@ -120,7 +120,8 @@ export async function countApiKeys(db: Knex): Promise<number> {
  * on every request (no process cache), so a revoked key is refused at once by every process.
  */
 export async function authenticate(db: Knex, authorization: string | undefined): Promise<Principal> {
-  const match = /^Bearer ([A-Za-z0-9_-]{1,200})$/.exec(authorization?.trim() ?? '');
+  // the scheme name is case-insensitive (RFC 9110 §11.1)
+  const match = /^Bearer +([A-Za-z0-9_-]{1,200})$/i.exec(authorization?.trim() ?? '');
   if (!match || !match[1].startsWith(SECRET_PREFIX)) throw unauthenticated();
   const row = await db('api_keys').where({ secret_hash: hashSecret(match[1]) }).first('id', 'org_id', 'scopes', 'last_used_at', 'revoked_at');
   if (!row) throw unauthenticated();

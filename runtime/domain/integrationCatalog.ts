@@ -1,7 +1,6 @@
 import type { components } from '../../generated/types';
 import { operations, OperationId } from '../../generated/operations';
-import { validationError } from '../errors';
-import type { Page, PageRequest } from '../storage/pagination';
+import { decodeCursor, encodeCursor, type Page, type PageRequest } from '../storage/pagination';
 
 export type IntegrationAction = components['schemas']['IntegrationAction'];
 export type IntegrationTrigger = components['schemas']['IntegrationTrigger'];
@@ -118,22 +117,12 @@ export function partnerTriggers(partner: string, page: PageRequest): Page<Integr
  */
 function pageByKey<E extends { key: string }, T>(entries: readonly E[], page: PageRequest, map: (e: E) => T): Page<T> {
   const sorted = [...entries].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  const after = page.cursor === undefined ? undefined : decodeKeyCursor(page.cursor);
+  const after = page.cursor === undefined ? undefined : (decodeCursor(page.cursor, ['text'])[0] as string);
   const rest = after === undefined ? sorted : sorted.filter((e) => e.key > after);
   const slice = rest.slice(0, page.limit);
   const hasMore = rest.length > page.limit;
   return {
     data: slice.map(map),
-    nextCursor: hasMore ? Buffer.from(JSON.stringify([slice[slice.length - 1].key])).toString('base64url') : null,
+    nextCursor: hasMore ? encodeCursor([slice[slice.length - 1].key]) : null,
   };
-}
-
-function decodeKeyCursor(cursor: string): string {
-  try {
-    const values = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(values) && values.length === 1 && typeof values[0] === 'string') return values[0];
-  } catch {
-    // fall through to the one error below
-  }
-  throw validationError('cursor is malformed: pass the nextCursor of the previous page unchanged', [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
 }

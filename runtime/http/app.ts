@@ -97,7 +97,8 @@ export function createApp(config: Config, options: AppOptions): App {
   app.use(publicRoutes(options.db));
   app.use((req: Request, res: Response, next: NextFunction) => {
     api
-      .handleRequest({ method: req.method, path: req.path, query: req.query as Record<string, string>, headers: req.headers as Record<string, string> }, req, res)
+      // HEAD is GET without the body (Node drops it): route it as GET
+      .handleRequest({ method: req.method === 'HEAD' ? 'GET' : req.method, path: req.path, query: req.query as Record<string, string>, headers: req.headers as Record<string, string> }, req, res)
       .catch(next);
   });
   app.use(renderError);

@@ -28,6 +28,8 @@ export function renderError(err: unknown, req: Request, res: Response, _next: Ne
 
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  // a path segment with a broken %-escape (`/v1/users/%ZZ`), met while the router decodes it
+  if (err instanceof URIError) return new ApiError('VALIDATION_ERROR', 'The URL has a malformed percent-encoding');
   const e = err as { type?: string; status?: number } | undefined;
   // errors raised by express itself before our pipeline (e.g. a malformed URL)
   if (e && e.status === 400) return new ApiError('VALIDATION_ERROR', 'Malformed request');

@@ -10,7 +10,11 @@ export const MAX_ERROR_DETAILS = 20;
  * the request: `/readings/3/value` for the body, `/query/limit`, `/path/id`.
  */
 export function validateOrThrow<T>(validate: ValidateFunction, data: T, prefix: string): T {
-  if (validate(data)) return data;
+  if (validate(data)) {
+    const unstorable = findUnstorableValue(data, prefix);
+    if (unstorable) throw new ApiError('VALIDATION_ERROR', `${unstorable.path}: ${unstorable.message}`, [unstorable]);
+    return data;
+  }
   const details = toDetails(validate.errors ?? [], prefix);
   const first = details[0];
   const more = details.length > 1 ? ` (and ${details.length - 1} more)` : '';
@@ -53,4 +57,28 @@ function toDetails(errors: ErrorObject[], prefix: string): ErrorDetail[] {
     if (out.length >= MAX_ERROR_DETAILS) break;
   }
   return out;
+}
+
+/**
+ * Values JSON Schema lets through that no database column can hold faithfully: numbers that
+ * are not finite (`1e400` parses to Infinity, in a body or a coerced query), and strings with
+ * U+0000 (Postgres text refuses it) or an unpaired surrogate (not representable in UTF-8).
+ */
+function findUnstorableValue(value: unknown, path: string): ErrorDetail | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : { path, message: 'must be a finite number' };
+  if (typeof value === 'string') {
+    return value.includes('\u0000') || !value.isWellFormed() ? { path, message: 'must not contain U+0000 or unpaired surrogates' } : undefined;
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = findUnstorableValue(value[i], `${path}/${i}`);
+      if (found) return found;
+    }
+  } else if (value && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      const found = findUnstorableValue(key, `${path}/${key}`) ?? findUnstorableValue(item, `${path}/${key}`);
+      if (found) return found;
+    }
+  }
+  return undefined;
 }

@@ -16,7 +16,7 @@ export interface Page<T> {
   nextCursor: string | null;
 }
 
-/** A sort key: columns in order (all ascending); the last must be unique (`seq`). */
+/** A sort key: columns in order (all ascending); the last is the unique integer `seq`, those before it text. */
 export type SortKey = readonly string[];
 
 export async function fetchPage<Row extends Record<string, any>, T>(
@@ -26,7 +26,8 @@ export async function fetchPage<Row extends Record<string, any>, T>(
   toResource: (row: Row) => T,
 ): Promise<Page<T>> {
   if (page.cursor !== undefined) {
-    const after = decodeCursor(page.cursor, sortKey.length);
+    // every sort key ends with the row's `seq`; the columns before it are text (timestamps, ids)
+    const after = decodeCursor(page.cursor, sortKey.map((_, i) => (i === sortKey.length - 1 ? 'sequence' : 'text')));
     // (c1, c2, …) > (v1, v2, …), written out so that it means the same on SQLite and Postgres
     query.where((outer) => {
       sortKey.forEach((_, i) => {
@@ -52,16 +53,29 @@ function unqualified(column: string): string {
   return column.includes('.') ? column.slice(column.lastIndexOf('.') + 1) : column;
 }
 
-function encodeCursor(values: unknown[]): string {
+/** What each position of a cursor holds: a sort-key text (timestamps, ids) or a row sequence number. */
+export type CursorShape = readonly ('text' | 'sequence')[];
+
+/** An opaque cursor for the sort-key values of the last item of a page. */
+export function encodeCursor(values: readonly unknown[]): string {
   return Buffer.from(JSON.stringify(values)).toString('base64url');
 }
 
-function decodeCursor(cursor: string, length: number): (string | number)[] {
+/**
+ * The values of a cursor this API issued, checked against `shape` so that a tampered cursor is a
+ * 400 and never reaches a query (Postgres refuses `seq > 'x'` with an error, SQLite would
+ * silently compare across types).
+ */
+export function decodeCursor(cursor: string, shape: CursorShape): (string | number)[] {
   try {
     const values = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(values) && values.length === length && values.every((v) => typeof v === 'string' || typeof v === 'number')) return values;
+    if (Array.isArray(values) && values.length === shape.length && values.every((v, i) => fitsShape(v, shape[i]))) return values;
   } catch {
     // fall through to the one error below
   }
   throw validationError('cursor is malformed: pass the nextCursor of the previous page unchanged', [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
+}
+
+function fitsShape(value: unknown, kind: 'text' | 'sequence'): boolean {
+  return kind === 'text' ? typeof value === 'string' && value.length <= 200 : Number.isSafeInteger(value) && (value as number) >= 0;
 }

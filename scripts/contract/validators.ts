@@ -1,6 +1,6 @@
-import Ajv2020, { Options } from 'ajv/dist/2020';
+import Ajv2020, { Options, _ } from 'ajv/dist/2020';
 import standaloneCode from 'ajv/dist/standalone';
-import addFormats from 'ajv-formats';
+import { validationFormats } from '../../runtime/http/validationFormats';
 import { OpenApiDocument, deref } from './bundle';
 import { HTTP_METHODS, OperationEntry } from './operations';
 
@@ -105,9 +105,10 @@ function compile(components: Record<string, unknown>, set: ValidatorSet, options
     strictTypes: false, // `type: [number, 'null']` with `minimum` is normal in OpenAPI 3.1
     strictRequired: false,
     inlineRefs: false, // each component compiles once and is shared, instead of inlined into every operation
-    code: { source: true, lines: true, optimize: true },
+    // the generated code loads the format checks from the runtime, the same table compiled with here
+    formats: validationFormats,
+    code: { source: true, lines: true, optimize: true, formats: _`require("../../runtime/http/validationFormats").validationFormats` },
   });
-  addFormats(ajv);
   ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator']);
   ajv.addSchema({ $id: 'components', $defs: rewriteRefs(components) });
   const exportsMap: Record<string, string> = {};

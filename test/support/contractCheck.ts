@@ -75,7 +75,9 @@ export function checkExchange(r: RecordedExchange): string[] {
   // a CORS preflight is answered before routing (app.ts) and is not an operation of the contract
   if (r.method.toUpperCase() === 'OPTIONS' && r.status === 204 && header('access-control-allow-origin')) return problems;
 
-  const match = router.router.matchOperation({ method: r.method.toLowerCase(), path, headers: {} });
+  // HEAD is answered as GET without a body (app.ts): same operation, same statuses
+  const isHead = r.method.toUpperCase() === 'HEAD';
+  const match = router.router.matchOperation({ method: isHead ? 'get' : r.method.toLowerCase(), path, headers: {} });
   if (!match) {
     // no operation: only the router's own answers (unknown path, method not offered) are allowed
     if (![404, 405].includes(r.status)) problems.push(`${where}: no operation matches and the status is not 404/405`);
@@ -90,6 +92,7 @@ export function checkExchange(r: RecordedExchange): string[] {
   if (!(status in declared)) {
     return [...problems, `${where}: status ${status} is not declared for ${info.operationId} (declared: ${Object.keys(declared).join(', ')})`];
   }
+  if (isHead) return problems;
   const validate = declared[status];
   const hasBody = r.body !== undefined && r.body !== '' && !(isPlainObject(r.body) && Object.keys(r.body).length === 0 && !header('content-type'));
   if (validate) {

@@ -1,0 +1,98 @@
+import { describeEachDatabase, anError } from './support/testApp';
+
+const reading = (over: Record<string, unknown> = {}) => ({
+  provider: 'acme', sensorExternalId: 's-1', siteId: 'site_hostile', metric: 'temperature_c', value: 1, unit: 'C', occurredAt: '2026-11-22T09:00:00Z', ...over,
+});
+const cursorOf = (values: unknown) => Buffer.from(JSON.stringify(values)).toString('base64url');
+
+// Inputs that pass a naive reading of the contract but that no column can hold, or that the
+// libraries underneath mishandle: each must be a clear 400, never a 500 (found in review).
+describeEachDatabase('hostile input', (t) => {
+  it('a limit that is not a finite number', async () => {
+    for (const limit of ['1e400', 'Infinity', '1e2.5']) {
+      const res = await t.http.get(`/v1/sensor-readings?limit=${limit}`).set('Authorization', t.auth).expect(400);
+      expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [expect.objectContaining({ path: '/query/limit' })] }));
+    }
+  });
+
+  it('a body number that overflows to Infinity', async () => {
+    const res = await t.http.post('/v1/sensor-readings').set('Authorization', t.auth).set('Content-Type', 'application/json')
+      .send(`{"readings":[${JSON.stringify(reading()).replace('"value":1', '"value":1e400')}]}`).expect(400);
+    expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/readings/0/value', message: 'must be number' }] })); // Ajv's number type excludes Infinity
+    expect(await t.db.knex('sensor_readings').where({ site_id: 'site_hostile' })).toHaveLength(0);
+  });
+
+  it.each([
+    ['an hour-only offset', '2026-01-01T00:00:00+01'],
+    ['an offset without colon', '2026-01-01T00:00:00+0100'],
+    ['no offset', '2026-01-01T00:00:00'],
+    ['a day that does not exist', '2026-02-30T00:00:00Z'],
+    ['a year before 0000 in UTC', '0000-01-01T00:00:00+01:00'],
+    ['a year after 9999 in UTC', '9999-12-31T23:59:59-01:00'],
+  ])('a date-time with %s', async (_name, value) => {
+    const query = await t.http.get(`/v1/sensor-readings?occurredAfter=${encodeURIComponent(value)}`).set('Authorization', t.auth).expect(400);
+    expect(query.body.details).toEqual([expect.objectContaining({ path: '/query/occurredAfter' })]);
+    const body = await t.http.post('/v1/checkins').set('Authorization', t.auth).send({ userId: 'u', siteId: 's', arrivalWindowStartAt: value }).expect(400);
+    expect(body.body.details).toEqual([expect.objectContaining({ path: '/arrivalWindowStartAt' })]);
+  });
+
+  it('accepts leap seconds with any offset, and the extreme years that stay four-digit in UTC', async () => {
+    await t.http.get(`/v1/sensor-readings?occurredAfter=${encodeURIComponent('2017-01-01T00:59:60+01:00')}`).set('Authorization', t.auth).expect(200);
+    const res = await t.http.post('/v1/checkins').set('Authorization', t.auth)
+      .send({ userId: 'u', siteId: 's', arrivalWindowStartAt: '0000-01-01T00:00:00Z', arrivalWindowEndAt: '9999-12-31T23:59:59-00:00' }).expect(201);
+    expect(res.body).toMatchObject({ arrivalWindowStartAt: '0000-01-01T00:00:00.000Z', arrivalWindowEndAt: '9999-12-31T23:59:59.000Z' });
+    await t.http.get(`/v1/calendar/occurrences?from=${encodeURIComponent('2016-12-31T23:59:60Z')}&to=2017-01-03T00:00:00Z`).set('Authorization', t.auth).expect(200);
+  });
+
+  it.each([
+    ['a text where the sequence goes', ['x']],
+    ['a fraction', [1.5]],
+    ['a number beyond 2^53', [99999999999999999999]],
+    ['a negative sequence', [-1]],
+    ['the wrong length', [1, 2]],
+  ])('a tampered cursor: %s', async (_name, values) => {
+    const res = await t.http.get(`/v1/users?cursor=${cursorOf(values)}`).set('Authorization', t.auth).expect(400);
+    expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] }));
+  });
+
+  it('a tampered two-part cursor (sensor readings) and an integration catalogue cursor', async () => {
+    await t.http.get(`/v1/sensor-readings?cursor=${cursorOf(['2026', 'y'])}`).set('Authorization', t.auth).expect(400);
+    await t.http.get(`/v1/sensor-readings?cursor=${cursorOf([1, 2])}`).set('Authorization', t.auth).expect(400);
+    await t.http.get(`/v1/integrations/workflow-automation/actions?cursor=${cursorOf([7])}`).set('Authorization', t.auth).expect(400);
+  });
+
+  it('U+0000 and unpaired surrogates in body and query strings', async () => {
+    const nul = await t.http.post('/v1/users').set('Authorization', t.auth).send({ userId: 'a\u0000b' }).expect(400);
+    expect(nul.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/userId', message: 'must not contain U+0000 or unpaired surrogates' }] }));
+    const surrogate = await t.http.post('/v1/logs').set('Authorization', t.auth).set('Content-Type', 'application/json')
+      .send('{"entityType":"checkin","entityId":"chk_1","message":"half \\ud800 a pair"}').expect(400);
+    expect(surrogate.body.details).toEqual([{ path: '/message', message: 'must not contain U+0000 or unpaired surrogates' }]);
+    const query = await t.http.get('/v1/users?userId=a%00b').set('Authorization', t.auth).expect(400);
+    expect(query.body.details).toEqual([{ path: '/query/userId', message: 'must not contain U+0000 or unpaired surrogates' }]);
+    expect(await t.db.knex('users').count({ n: '*' }).first()).toEqual({ n: expect.anything() });
+  });
+
+  it('a malformed percent-encoding in the path', async () => {
+    const res = await t.http.get('/v1/users/%ZZ').set('Authorization', t.auth).expect(400);
+    expect(res.body).toEqual(anError('VALIDATION_ERROR', { error: 'The URL has a malformed percent-encoding' }));
+  });
+
+  it('a deeply nested body sent with an Idempotency-Key', async () => {
+    const deep = '['.repeat(10000) + ']'.repeat(10000);
+    const res = await t.http.post('/v1/users').set('Authorization', t.auth).set('Idempotency-Key', 'deep-1').set('Content-Type', 'application/json').send(deep).expect(400);
+    expect(res.body).toEqual(anError('VALIDATION_ERROR', { error: 'Request body nests deeper than 64 levels' }));
+    expect(await t.db.knex('idempotency_keys').where({ idempotency_key: 'deep-1' })).toHaveLength(0);
+  });
+
+  it('the bearer scheme name in any case', async () => {
+    await t.http.get('/v1/sites').set('Authorization', t.auth.replace('Bearer', 'bearer')).expect(200);
+    await t.http.get('/v1/sites').set('Authorization', t.auth.replace('Bearer', 'BEARER')).expect(200);
+  });
+
+  it('HEAD on a GET route answers like GET, without a body', async () => {
+    const { default: supertest } = await import('supertest');
+    const res = await supertest(t.app.app).head('/v1/sites').set('Authorization', t.auth).expect(200);
+    expect(res.text ?? '').toBe('');
+    expect(res.headers['content-type']).toMatch(/application\/json/);
+  });
+});

@@ -3,6 +3,7 @@ import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Asset = components['schemas']['Asset'];
 export type AssetCreate = components['schemas']['AssetCreate'];
@@ -64,6 +65,7 @@ export async function createAsset(db: Knex, orgId: string, input: AssetCreate): 
     updated_at: now,
     deleted_at: null,
   };
+  await lockForOrderedInsert(db, 'assets', orgId);
   await db('assets').insert(row);
   return toAsset({ seq: 0, ...row });
 }

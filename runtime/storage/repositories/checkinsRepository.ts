@@ -2,6 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Checkin = components['schemas']['Checkin'];
 export type CheckinStatus = components['schemas']['CheckinStatus'];
@@ -94,6 +95,7 @@ function toColumns(fields: CheckinFields): Omit<CheckinRow, 'seq' | 'id' | 'org_
 
 export async function insertCheckin(db: Knex, orgId: string, fields: CheckinFields): Promise<Checkin> {
   const row: Omit<CheckinRow, 'seq'> = { id: newId('chk'), org_id: orgId, ...toColumns(fields), created_at: fields.updatedAt };
+  await lockForOrderedInsert(db, 'checkins', orgId);
   await db('checkins').insert(row);
   return toCheckin({ seq: 0, ...row });
 }

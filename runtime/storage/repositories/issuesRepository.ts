@@ -4,6 +4,7 @@ import { timestampsAfter } from '../../domain/issueLifecycle';
 import { newId } from '../../ids';
 import { nowIso, normalizeTimestamp, normalizeOptionalTimestamp } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Issue = components['schemas']['Issue'];
 export type IssueCreate = components['schemas']['IssueCreate'];
@@ -79,6 +80,7 @@ export async function createIssue(db: Knex, orgId: string, input: IssueCreate): 
     created_at: now,
     updated_at: now,
   };
+  await lockForOrderedInsert(db, 'issues', orgId);
   await db('issues').insert(row);
   return toIssue({ seq: 0, ...row });
 }

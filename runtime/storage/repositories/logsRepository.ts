@@ -3,6 +3,7 @@ import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Log = components['schemas']['Log'];
 export type LogCreate = components['schemas']['LogCreate'];
@@ -44,6 +45,7 @@ export async function createLog(db: Knex, orgId: string, input: LogCreate): Prom
     source: input.source ?? 'api',
     created_at: nowIso(),
   };
+  await lockForOrderedInsert(db, 'logs', orgId);
   await db('logs').insert(row);
   return toLog({ seq: 0, ...row });
 }

@@ -6,6 +6,7 @@ import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import { dialectOf, isUniqueViolation } from '../databaseErrors';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Run = components['schemas']['Run'];
 export type RunStatus = components['schemas']['RunStatus'];
@@ -98,6 +99,7 @@ export async function createRun(db: Knex, orgId: string, start: RunStart): Promi
     created_at: now,
     updated_at: now,
   };
+  await lockForOrderedInsert(db, 'runs', orgId);
   try {
     await db('runs').insert(row);
   } catch (err) {

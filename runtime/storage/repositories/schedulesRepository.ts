@@ -6,6 +6,7 @@ import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
 import { runsOfOccurrences } from './runsRepository';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Schedule = components['schemas']['Schedule'];
 export type Occurrence = components['schemas']['Occurrence'];
@@ -68,6 +69,7 @@ export async function createSchedule(db: Knex, orgId: string, content: ScheduleC
     created_at: now,
     updated_at: now,
   };
+  await lockForOrderedInsert(db, 'schedules', orgId);
   await db('schedules').insert(row);
   return toSchedule({ seq: 0, ...row });
 }

@@ -3,6 +3,7 @@ import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Site = components['schemas']['Site'];
 export type SiteCreate = components['schemas']['SiteCreate'];
@@ -52,6 +53,7 @@ export async function createSite(db: Knex, orgId: string, input: SiteCreate): Pr
     created_at: now,
     updated_at: now,
   };
+  await lockForOrderedInsert(db, 'sites', orgId);
   await db('sites').insert(row);
   return toSite({ seq: 0, ...row });
 }

@@ -5,6 +5,7 @@ import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import { dialectOf } from '../databaseErrors';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Template = components['schemas']['Template'];
 
@@ -57,6 +58,7 @@ export async function createTemplate(db: Knex, orgId: string, content: TemplateC
     updated_at: now,
     deleted_at: null,
   };
+  await lockForOrderedInsert(db, 'templates', orgId);
   await db('templates').insert(row);
   await db('template_versions').insert({ template_id: row.id, version: 1, org_id: orgId, items: row.items, created_at: now });
   return toTemplate({ seq: 0, ...row });

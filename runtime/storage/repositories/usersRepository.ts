@@ -5,6 +5,7 @@ import { newId } from '../../ids';
 import { nowIso, normalizeOptionalTimestamp } from '../../time';
 import { isUniqueViolation } from '../databaseErrors';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 
 export type User = components['schemas']['User'];
 export type UserCreate = components['schemas']['UserCreate'];
@@ -98,6 +99,7 @@ export async function createUser(db: Knex, orgId: string, input: UserCreate): Pr
     created_at: now,
     updated_at: now,
   };
+  await lockForOrderedInsert(db, 'users', orgId);
   try {
     await db('users').insert(row);
   } catch (err) {

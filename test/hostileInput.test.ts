@@ -96,3 +96,13 @@ describeEachDatabase('hostile input', (t) => {
     expect(res.headers['content-type']).toMatch(/application\/json/);
   });
 });
+
+describeEachDatabase('hostile input: calendar cursor', (t) => {
+  it('a tampered occurrence cursor', async () => {
+    const window = 'from=2026-11-01T00:00:00Z&to=2026-11-30T00:00:00Z';
+    for (const values of [['not a time', 'sch_x'], [1, 'sch_x'], ['2026-11-01T00:00:00.000Z']]) {
+      const res = await t.http.get(`/v1/calendar/occurrences?${window}&cursor=${cursorOf(values)}`).set('Authorization', t.auth).expect(400);
+      expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] }));
+    }
+  });
+});

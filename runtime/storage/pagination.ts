@@ -27,7 +27,7 @@ export async function fetchPage<Row extends Record<string, any>, T>(
 ): Promise<Page<T>> {
   if (page.cursor !== undefined) {
     // every sort key ends with the row's `seq`; the columns before it are text (timestamps, ids)
-    const after = decodeCursor(page.cursor, sortKey.map((_, i) => (i === sortKey.length - 1 ? 'sequence' : 'text')));
+    const after = decodeCursor(page.cursor, sortKey.map((_, i) => (i === sortKey.length - 1 ? 'integer' : 'text')));
     // (c1, c2, …) > (v1, v2, …), written out so that it means the same on SQLite and Postgres
     query.where((outer) => {
       sortKey.forEach((_, i) => {
@@ -53,8 +53,8 @@ function unqualified(column: string): string {
   return column.includes('.') ? column.slice(column.lastIndexOf('.') + 1) : column;
 }
 
-/** What each position of a cursor holds: a sort-key text (timestamps, ids) or a row sequence number. */
-export type CursorShape = readonly ('text' | 'sequence')[];
+/** What each position of a cursor holds: a text (timestamps, ids) or a non-negative integer (a row's seq). */
+export type CursorShape = readonly ('text' | 'integer')[];
 
 /** An opaque cursor for the sort-key values of the last item of a page. */
 export function encodeCursor(values: readonly unknown[]): string {
@@ -73,9 +73,14 @@ export function decodeCursor(cursor: string, shape: CursorShape): (string | numb
   } catch {
     // fall through to the one error below
   }
-  throw validationError('cursor is malformed: pass the nextCursor of the previous page unchanged', [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
+  throw malformedCursor();
 }
 
-function fitsShape(value: unknown, kind: 'text' | 'sequence'): boolean {
+/** The answer to a cursor this API did not issue (or that was changed). */
+export function malformedCursor() {
+  return validationError('cursor is malformed: pass the nextCursor of the previous page unchanged', [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
+}
+
+function fitsShape(value: unknown, kind: 'text' | 'integer'): boolean {
   return kind === 'text' ? typeof value === 'string' && value.length <= 200 : Number.isSafeInteger(value) && (value as number) >= 0;
 }

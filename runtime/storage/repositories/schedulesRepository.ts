@@ -1,10 +1,9 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { occurrenceId, occurrencesOf, OccurrenceTime, parseOccurrenceId, ScheduleTiming } from '../../domain/recurrence';
-import { validationError } from '../../errors';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import { decodeCursor, encodeCursor, fetchPage, malformedCursor, Page, PageRequest } from '../pagination';
 import { runsOfOccurrences } from './runsRepository';
 import { lockForOrderedInsert } from '../orderedInsert';
 
@@ -180,20 +179,14 @@ export async function listOccurrences(
 }
 
 function encodeOccurrenceCursor(startAt: number, scheduleId: string): string {
-  return Buffer.from(JSON.stringify([new Date(startAt).toISOString(), scheduleId])).toString('base64url');
+  return encodeCursor([new Date(startAt).toISOString(), scheduleId]);
 }
 
 function decodeOccurrenceCursor(cursor: string): { startAt: number; scheduleId: string } {
-  try {
-    const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string') {
-      const startAt = Date.parse(value[0]);
-      if (!Number.isNaN(startAt)) return { startAt, scheduleId: value[1] };
-    }
-  } catch {
-    // fall through to the one error below
-  }
-  throw validationError('cursor is malformed: pass the nextCursor of the previous page unchanged', [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
+  const [startAt, scheduleId] = decodeCursor(cursor, ['text', 'text']) as [string, string];
+  const ms = Date.parse(startAt);
+  if (Number.isNaN(ms)) throw malformedCursor();
+  return { startAt: ms, scheduleId };
 }
 
 /** The schedule of an occurrence id, when the id names a real occurrence of one of the organization's schedules. */

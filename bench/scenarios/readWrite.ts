@@ -1,0 +1,154 @@
+import { randomBytes } from 'node:crypto';
+import type autocannon from 'autocannon';
+import { createBenchDatabase, createSqlite, BenchDatabase } from '../lib/database';
+import { measureInterleaved, LoadTarget, Phase } from '../lib/load';
+import type { ServerProcess } from '../lib/processes';
+import { BASELINE_FLOOR, BASELINE_NODE_HTTP, expectStatus, Measurement, Settings, startApi, startBaseline } from './context';
+
+const READ_CONNECTIONS = 32;
+const WRITE_CONNECTIONS = 32;
+
+/** A check-in made through the API, and the same row copied into the baselines' SQLite file. */
+async function checkinFixture(api: ServerProcess, apiDb: BenchDatabase, floorDb: BenchDatabase): Promise<string> {
+  const checkin = await expectStatus(api.url, apiDb.secret, 'POST', '/v1/checkins', 201, { userId: 'bench-user', siteId: 'site_bench_00' });
+  const row = await apiDb.getRow('checkins', checkin.id);
+  if (!row) throw new Error(`check-in ${checkin.id} is not in the checkins table`);
+  delete row.seq;
+  await floorDb.insertRow('checkins', { ...row, org_id: floorDb.orgId });
+  return checkin.id as string;
+}
+
+function getTarget(server: ServerProcess, connections: number, path: string, headers: Record<string, string> = {}): LoadTarget {
+  return { url: server.url, server, connections, headers, requests: () => [{ method: 'GET', path }] };
+}
+
+/**
+ * read: `GET /v1/checkins/{id}` with a valid key, 32 connections, against the framework floor
+ * (express 5 + the same row by a prepared statement) and bare node:http, interleaved.
+ */
+export async function readScenario(settings: Settings): Promise<Measurement[]> {
+  const apiDb = await createBenchDatabase('read', settings.postgresUrl);
+  const floorDb = await createSqlite('read-floor');
+  const servers: ServerProcess[] = [];
+  try {
+    const api = await startApi(settings, apiDb, 'read');
+    servers.push(api);
+    const floor = await startBaseline(BASELINE_FLOOR, 'express floor', floorDb);
+    servers.push(floor);
+    const bare = await startBaseline(BASELINE_NODE_HTTP, 'node:http', floorDb);
+    servers.push(bare);
+    const id = await checkinFixture(api, apiDb, floorDb);
+    const path = `/v1/checkins/${id}`;
+    await expectStatus(floor.url, '', 'GET', path, 200);
+    await expectStatus(bare.url, '', 'GET', path, 200);
+
+    settings.log(`  read: GET ${path}, ${READ_CONNECTIONS} connections`);
+    const results = await measureInterleaved(
+      [
+        { name: 'api', target: getTarget(api, READ_CONNECTIONS, path, { authorization: `Bearer ${apiDb.secret}` }) },
+        { name: 'express floor', target: getTarget(floor, READ_CONNECTIONS, path) },
+        { name: 'node:http', target: getTarget(bare, READ_CONNECTIONS, path) },
+      ],
+      settings.plan,
+      settings.log,
+    );
+    const floorRate = results['express floor'].median.requestsPerSec;
+    const rss = await Promise.all(servers.map((s) => s.stop()));
+    return [
+      { scenario: 'read', subject: 'api', ...figures(results.api), peakRssMb: rss[0], baseline: 'read / express floor', ratio: results.api.median.requestsPerSec / floorRate, cpuRatio: cpuRatio(results.api, results['express floor']), detail: results.api },
+      { scenario: 'read', subject: 'express floor', ...figures(results['express floor']), peakRssMb: rss[1], detail: results['express floor'] },
+      { scenario: 'read', subject: 'node:http', ...figures(results['node:http']), peakRssMb: rss[2], baseline: 'read / express floor', ratio: results['node:http'].median.requestsPerSec / floorRate, cpuRatio: cpuRatio(results['node:http'], results['express floor']), note: 'for the record', detail: results['node:http'] },
+    ];
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
+    await apiDb.dispose();
+    await floorDb.dispose();
+  }
+}
+
+/**
+ * write: `POST /v1/logs` with a fresh Idempotency-Key per request, 32 connections, against the
+ * framework floor doing the same insert. After each phase the stored rows must match the 201s.
+ */
+export async function writeScenario(settings: Settings): Promise<Measurement[]> {
+  const apiDb = await createBenchDatabase('write', settings.postgresUrl);
+  const floorDb = await createSqlite('write-floor');
+  const servers: ServerProcess[] = [];
+  try {
+    const api = await startApi(settings, apiDb, 'write');
+    servers.push(api);
+    const floor = await startBaseline(BASELINE_FLOOR, 'express floor', floorDb);
+    servers.push(floor);
+    const entityId = await checkinFixture(api, apiDb, floorDb);
+
+    const run = randomBytes(6).toString('hex');
+    let n = 0;
+    const writeRequests = (): autocannon.Request[] => [
+      {
+        method: 'POST',
+        path: '/v1/logs',
+        setupRequest: (request) => {
+          const i = n++;
+          return {
+            ...request,
+            headers: { ...request.headers, 'idempotency-key': `bench-${run}-${i}` },
+            body: `{"entityType":"checkin","entityId":"${entityId}","message":"bench write ${i}"}`,
+          };
+        },
+      },
+    ];
+    // every 201 is one stored row. A phase ends on a timer, cutting off up to one request per
+    // connection, which may still be stored after its answer went unseen: so over the whole
+    // run, stored ≥ answered 201 and at most one more per connection and phase.
+    const counted = async (db: BenchDatabase, name: string) => {
+      const before = await db.count('logs');
+      let created = 0;
+      let phases = 0;
+      return async (phase: Phase) => {
+        created += phase.statusCounts['201'] ?? 0;
+        phases++;
+        const stored = (await settledCount(db, 'logs')) - before;
+        if (stored < created || stored > created + phases * WRITE_CONNECTIONS) throw new Error(`${name}: ${stored} log rows stored for ${created} answers 201`);
+      };
+    };
+    const jsonHeaders = { 'content-type': 'application/json' };
+    settings.log(`  write: POST /v1/logs, fresh Idempotency-Key each, ${WRITE_CONNECTIONS} connections`);
+    const results = await measureInterleaved(
+      [
+        { name: 'api', target: { url: api.url, server: api, connections: WRITE_CONNECTIONS, headers: { ...jsonHeaders, authorization: `Bearer ${apiDb.secret}` }, requests: writeRequests }, after: await counted(apiDb, 'write api') },
+        { name: 'express floor', target: { url: floor.url, server: floor, connections: WRITE_CONNECTIONS, headers: jsonHeaders, requests: writeRequests }, after: await counted(floorDb, 'write floor') },
+      ],
+      settings.plan,
+      settings.log,
+    );
+    const rss = await Promise.all(servers.map((s) => s.stop()));
+    return [
+      { scenario: 'write', subject: 'api', ...figures(results.api), peakRssMb: rss[0], baseline: 'write / express floor', ratio: results.api.median.requestsPerSec / results['express floor'].median.requestsPerSec, cpuRatio: cpuRatio(results.api, results['express floor']), detail: results.api },
+      { scenario: 'write', subject: 'express floor', ...figures(results['express floor']), peakRssMb: rss[1], detail: results['express floor'] },
+    ];
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
+    await apiDb.dispose();
+    await floorDb.dispose();
+  }
+}
+
+/** The row count once requests cut off at the end of a phase have finished (two equal reads 50 ms apart). */
+export async function settledCount(db: BenchDatabase, table: string): Promise<number> {
+  let last = await db.count(table);
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 50));
+    const now = await db.count(table);
+    if (now === last) return now;
+    last = now;
+  }
+}
+
+export function figures(m: { median: { requestsPerSec: number; p50Ms: number; p99Ms: number; cpuMsPerRequest: number }; failures: number }) {
+  return { requestsPerSec: m.median.requestsPerSec, p50Ms: m.median.p50Ms, p99Ms: m.median.p99Ms, cpuMsPerRequest: m.median.cpuMsPerRequest, failures: m.failures };
+}
+
+/** The baseline's CPU time per request over the subject's: the throughput ratio a quiet machine would show when both are CPU-bound. */
+export function cpuRatio(subject: { median: { cpuMsPerRequest: number } }, baseline: { median: { cpuMsPerRequest: number } }): number {
+  return baseline.median.cpuMsPerRequest / subject.median.cpuMsPerRequest;
+}

@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 
 /**
  * Gives every request an id (`X-Request-Id` on every response) and writes one structured log
@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 export function requestLog(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const started = process.hrtime.bigint();
-    const requestId = `req_${randomBytes(10).toString('hex')}`;
+    const requestId = `req_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
     res.locals.requestId = requestId;
     res.locals.log = logger;
     res.setHeader('X-Request-Id', requestId);

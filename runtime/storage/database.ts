@@ -41,6 +41,7 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
             conn.pragma('busy_timeout = 5000');
             conn.pragma('foreign_keys = ON');
             conn.pragma('synchronous = NORMAL');
+            cacheStatements(conn);
             done(null, conn);
           } catch (err) {
             done(err as Error, conn);
@@ -64,4 +65,28 @@ function sqliteFilename(url: string): string {
   if (rest === ':memory:') return rest;
   if (rest.startsWith('//')) return rest.slice(2); // sqlite:///abs/path → /abs/path
   return path.resolve(rest);
+}
+
+/**
+ * Knex's better-sqlite3 dialect prepares every statement anew (style.md, known traps): on the
+ * hot paths preparing costs more than running. Statements are plain SQL text with `?`
+ * bindings, so one prepared statement per distinct text can be reused; knex only calls
+ * `.all()`/`.run()` on them (synchronously, never an open iterator), so reuse is safe.
+ * Bounded: bulk inserts of varying row counts produce many distinct texts.
+ */
+const STATEMENT_CACHE_SIZE = 256;
+function cacheStatements(conn: { prepare(sql: string): unknown }): void {
+  const prepare = conn.prepare.bind(conn);
+  const cache = new Map<string, unknown>();
+  conn.prepare = (sql: string) => {
+    let statement = cache.get(sql);
+    if (statement === undefined) {
+      statement = prepare(sql);
+      if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value!);
+    } else {
+      cache.delete(sql); // re-inserted below: most recently used last
+    }
+    cache.set(sql, statement);
+    return statement;
+  };
 }

@@ -123,7 +123,8 @@ export async function authenticate(db: Knex, authorization: string | undefined):
   // the scheme name is case-insensitive (RFC 9110 §11.1)
   const match = /^Bearer +([A-Za-z0-9_-]{1,200})$/i.exec(authorization?.trim() ?? '');
   if (!match || !match[1].startsWith(SECRET_PREFIX)) throw unauthenticated();
-  const row = await db('api_keys').where({ secret_hash: hashSecret(match[1]) }).first('id', 'org_id', 'scopes', 'last_used_at', 'revoked_at');
+  // fixed SQL text: on SQLite the connection's statement cache serves it (storage/database.ts)
+  const [row] = rowsOf<KeyLookupRow>(await db.raw(KEY_LOOKUP_SQL, [hashSecret(match[1])]));
   if (!row) throw unauthenticated();
   if (row.revoked_at) throw unauthenticated('This API key has been revoked');
   const now = new Date();
@@ -131,4 +132,12 @@ export async function authenticate(db: Knex, authorization: string | undefined):
     await db('api_keys').where({ id: row.id }).update({ last_used_at: now.toISOString() });
   }
   return { keyId: row.id, orgId: row.org_id, scopes: new Set(String(row.scopes).split(' ')) };
+}
+
+type KeyLookupRow = { id: string; org_id: string; scopes: string; last_used_at: string | null; revoked_at: string | null };
+const KEY_LOOKUP_SQL = 'select id, org_id, scopes, last_used_at, revoked_at from api_keys where secret_hash = ? limit 1';
+
+/** `db.raw` answers the rows on better-sqlite3 and a result object on pg. */
+function rowsOf<T>(result: unknown): T[] {
+  return Array.isArray(result) ? (result as T[]) : (result as { rows: T[] }).rows;
 }

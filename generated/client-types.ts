@@ -450,7 +450,7 @@ export interface paths {
          * List sensor readings
          * @description Readings of the key's organization, ordered by `occurredAt` ascending (ties in the order they were stored). All filters are optional and combine with AND.
          *
-         *     **Polling**: to follow new telemetry, walk the pages with `cursor` until `nextCursor` is `null`, then ask again with `occurredAfter` = the `occurredAt` of the last reading seen. Readings that arrive late with an `occurredAt` at or before that time are not returned by such a poll.
+         *     **Polling**: to follow new telemetry, walk the pages with `cursor` until `nextCursor` is `null`, then ask again with `occurredAfter` = the `occurredAt` of the last reading seen. Readings that arrive late with an `occurredAt` at or before that time are not returned by such a poll. In general, a reading ingested later with an `occurredAt` earlier than the polling position (the cursor or `occurredAfter`) is not returned by a poll that already passed it: clients that need every reading should poll with a small overlap (an earlier `occurredAfter`) and deduplicate by `id`.
          */
         get: operations["listSensorReadings"];
         put?: never;

@@ -3663,7 +3663,7 @@ validate107.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false}
 
 exports.listCalendarOccurrences_query = validate108;
 const schema74 = {"type":"object","additionalProperties":false,"properties":{"from":{"type":"string","format":"date-time"},"to":{"type":"string","format":"date-time"},"siteId":{"type":"string","minLength":1,"maxLength":64},"assigneeUserId":{"type":"string","minLength":1,"maxLength":200},"scheduleId":{"type":"string","minLength":1,"maxLength":64},"templateId":{"type":"string","minLength":1,"maxLength":64},"limit":{"type":"integer","minimum":1,"maximum":500,"default":50},"cursor":{"type":"string","minLength":1,"maxLength":200}},"required":["from","to"]};
-const formats0 = require("ajv-formats/dist/formats").fullFormats["date-time"];
+const formats0 = require("../../runtime/http/validationFormats").validationFormats["date-time"];
 
 function validate108(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

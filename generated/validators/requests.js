@@ -561,7 +561,7 @@ validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CheckinCreate = validate61;
 const schema24 = {"type":"object","additionalProperties":false,"required":["userId","siteId"],"properties":{"userId":{"type":"string","minLength":1,"maxLength":200},"siteId":{"type":"string","minLength":1,"maxLength":200},"status":{"type":"string","enum":["pre_checkin","active"],"default":"pre_checkin","description":"`pre_checkin` plans an arrival; `active` starts a walk-in check-in at once."},"arrivalWindowStartAt":{"type":"string","format":"date-time"},"arrivalWindowEndAt":{"type":"string","format":"date-time","description":"Not before `arrivalWindowStartAt` (400 otherwise)."},"coordinates":{"$ref":"components#/$defs/Coordinates"},"checkInAddress":{"type":"string","minLength":1,"maxLength":500}}};
-const formats0 = require("ajv-formats/dist/formats").fullFormats["date-time"];
+const formats0 = require("../../runtime/http/validationFormats").validationFormats["date-time"];
 const schema25 = {"type":"object","additionalProperties":false,"required":["latitude","longitude"],"properties":{"latitude":{"type":"number","minimum":-90,"maximum":90},"longitude":{"type":"number","minimum":-180,"maximum":180},"accuracyMeters":{"type":"number","minimum":0,"maximum":1000000,"description":"Radius of the position's uncertainty (as reported by the device)."}}};
 
 function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){

@@ -152,7 +152,7 @@ return errors === 0;
 validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 const schema23 = {"type":"string","format":"date-time","description":"ISO 8601 UTC timestamp with milliseconds in responses (`2026-11-22T04:19:50.123Z`); requests accept any RFC 3339 date-time with an offset.","examples":["2026-11-22T04:19:50.123Z"]};
-const formats0 = require("ajv-formats/dist/formats").fullFormats["date-time"];
+const formats0 = require("../../runtime/http/validationFormats").validationFormats["date-time"];
 
 function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6161,7 +6161,7 @@ validate170.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":
 exports.WebhookSubscriptionList = validate173;
 const schema69 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 const schema70 = {"type":"object","required":["id","partner","triggerKey","targetUrl","status","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":"string"},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const formats20 = require("ajv-formats/dist/formats").fullFormats.uri;
+const formats20 = require("../../runtime/http/validationFormats").validationFormats.uri;
 const schema71 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization, `disabled` by the provider after repeated delivery failures."};
 
 function validate175(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){

@@ -5,6 +5,7 @@ import { newId } from '../ids';
 import { nowIso } from '../time';
 import { unauthenticated } from '../errors';
 import { inWriteTransaction } from '../storage/writeTransaction';
+import { rowsOf } from '../storage/rawRows';
 
 /** Every scope some operation of the contract requires (the generated index), sorted. */
 export const ALL_SCOPES: readonly string[] = [...new Set(Object.values(operations).flatMap((op) => op.scopes))].sort();
@@ -137,7 +138,3 @@ export async function authenticate(db: Knex, authorization: string | undefined):
 type KeyLookupRow = { id: string; org_id: string; scopes: string; last_used_at: string | null; revoked_at: string | null };
 const KEY_LOOKUP_SQL = 'select id, org_id, scopes, last_used_at, revoked_at from api_keys where secret_hash = ? limit 1';
 
-/** `db.raw` answers the rows on better-sqlite3 and a result object on pg. */
-function rowsOf<T>(result: unknown): T[] {
-  return Array.isArray(result) ? (result as T[]) : (result as { rows: T[] }).rows;
-}

@@ -4,6 +4,7 @@ import { newIdBatch } from '../../ids';
 import { normalizeTimestamp, nowIso } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
 import { dialectOf } from '../databaseErrors';
+import { rowsOf } from '../rawRows';
 
 export type SensorReading = components['schemas']['SensorReading'];
 export type SensorReadingInput = components['schemas']['SensorReadingInput'];
@@ -187,10 +188,6 @@ async function findByIdentity(db: Knex, orgId: string, rows: readonly NewRow[]):
   return found;
 }
 
-/** `db.raw` answers the rows on better-sqlite3 and a result object on pg. */
-function rowsOf<T>(result: unknown): T[] {
-  return Array.isArray(result) ? (result as T[]) : ((result as { rows: T[] }).rows);
-}
 
 export async function findSensorReading(db: Knex, orgId: string, id: string): Promise<SensorReading | undefined> {
   const row = await db<SensorReadingRow>('sensor_readings').where({ org_id: orgId, id }).first();

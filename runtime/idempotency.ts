@@ -2,6 +2,16 @@ import { createHash, randomBytes } from 'node:crypto';
 import { Knex } from 'knex';
 import { ApiError } from './errors';
 import { inWriteTransaction } from './storage/writeTransaction';
+import {
+  completeIdempotencyKey,
+  deleteClaim,
+  deleteExpiredBatch,
+  findIdempotencyKey,
+  IdempotencyRow,
+  insertClaimIfAbsent,
+  takeOverExpired,
+  takeOverStaleLease,
+} from './storage/repositories/idempotencyKeysRepository';
 
 /**
  * Idempotency-Key (seed "Limits", decisions.md §6). One mechanism for every POST, PATCH and
@@ -42,20 +52,6 @@ export interface Claimed {
 }
 
 export type ClaimResult = Claimed | { kind: 'replay'; response: StoredResponse };
-
-interface IdempotencyRow {
-  api_key_id: string;
-  idempotency_key: string;
-  fingerprint: string;
-  state: 'in_progress' | 'completed';
-  lock_token: string | null;
-  locked_until: string | null;
-  response_status: number | null;
-  response_headers: string | null;
-  response_body: string | null;
-  created_at: string;
-  expires_at: string;
-}
 
 /** Reads the header: absent → undefined; empty, too long or sent twice → 400 IDEMPOTENCY_KEY_INVALID. */
 export function readIdempotencyKey(values: string[] | undefined): string | undefined {
@@ -123,8 +119,8 @@ export async function claimIdempotencyKey(
       created_at: new Date(now).toISOString(),
       expires_at: isoIn(now, settings.ttlSeconds),
     };
-    await db('idempotency_keys').insert(fresh).onConflict(['api_key_id', 'idempotency_key']).ignore();
-    const row: IdempotencyRow | undefined = await db('idempotency_keys').where({ api_key_id: apiKeyId, idempotency_key: key }).first();
+    await insertClaimIfAbsent(db, fresh);
+    const row = await findIdempotencyKey(db, apiKeyId, key);
     if (!row) continue; // purged between the two statements: try again
     if (row.lock_token === token) return { kind: 'claimed', apiKeyId, key, token };
 
@@ -135,9 +131,7 @@ export async function claimIdempotencyKey(
       // nobody holds it, so that a retention shorter than a running operation never lets a
       // second run start beside the first.
       if (leaseLive) throw inProgress();
-      const taken = await db('idempotency_keys')
-        .where({ api_key_id: apiKeyId, idempotency_key: key, created_at: row.created_at, lock_token: row.lock_token })
-        .update({ ...fresh });
+      const taken = await takeOverExpired(db, apiKeyId, key, row, fresh);
       if (taken) return { kind: 'claimed', apiKeyId, key, token };
       continue;
     }
@@ -154,9 +148,7 @@ export async function claimIdempotencyKey(
     }
     if (leaseLive) throw inProgress();
     // the lease ran out: the process that held it died or stalls; take the claim over
-    const taken = await db('idempotency_keys')
-      .where({ api_key_id: apiKeyId, idempotency_key: key, state: 'in_progress', lock_token: row.lock_token })
-      .update({ lock_token: token, locked_until: isoIn(now, settings.leaseSeconds) });
+    const taken = await takeOverStaleLease(db, apiKeyId, key, row.lock_token, token, isoIn(now, settings.leaseSeconds));
     if (taken) return { kind: 'claimed', apiKeyId, key, token };
   }
   throw inProgress();
@@ -167,16 +159,7 @@ export async function claimIdempotencyKey(
  * claim was taken over meanwhile, nothing is stored and the transaction must roll back.
  */
 export async function storeIdempotentResponse(trx: Knex.Transaction, claim: Claimed, response: StoredResponse): Promise<void> {
-  const updated = await trx('idempotency_keys')
-    .where({ api_key_id: claim.apiKeyId, idempotency_key: claim.key, state: 'in_progress', lock_token: claim.token })
-    .update({
-      state: 'completed',
-      lock_token: null,
-      locked_until: null,
-      response_status: response.status,
-      response_headers: JSON.stringify(response.headers),
-      response_body: response.body === undefined ? null : JSON.stringify(response.body),
-    });
+  const updated = await completeIdempotencyKey(trx, claim.apiKeyId, claim.key, claim.token, response);
   if (updated !== 1) throw new LeaseLostError();
 }
 
@@ -194,7 +177,7 @@ export async function storeIdempotentResponseAlone(db: Knex, claim: Claimed, res
 
 /** Releases a claim after a 5xx or crash of the operation, so that a retry runs it again. */
 export async function releaseIdempotencyKey(db: Knex, claim: Claimed): Promise<void> {
-  await db('idempotency_keys').where({ api_key_id: claim.apiKeyId, idempotency_key: claim.key, state: 'in_progress', lock_token: claim.token }).delete();
+  await deleteClaim(db, claim.apiKeyId, claim.key, claim.token);
 }
 
 /**
@@ -206,14 +189,9 @@ export async function releaseIdempotencyKey(db: Knex, claim: Claimed): Promise<v
  */
 export async function purgeExpiredIdempotencyKeys(db: Knex, batch = 1000, maxBatches = 1000): Promise<number> {
   const now = new Date().toISOString();
-  const purgeable = (q: Knex.QueryBuilder) =>
-    q.where('expires_at', '<=', now).andWhere((held) => held.where('state', 'completed').orWhereNull('locked_until').orWhere('locked_until', '<=', now));
   let total = 0;
   for (let round = 0; round < maxBatches; round++) {
-    const expired = purgeable(db('idempotency_keys').select('api_key_id', 'idempotency_key')).limit(batch);
-    // the conditions are repeated on the delete itself: when a row changed under the statement
-    // (claimed again), Postgres re-checks only those, so a fresh claim is never deleted
-    const deleted: number = await purgeable(db('idempotency_keys').whereIn(['api_key_id', 'idempotency_key'], expired)).delete();
+    const deleted = await deleteExpiredBatch(db, now, batch);
     total += deleted;
     if (deleted < batch) break;
     await new Promise((resolve) => setImmediate(resolve));

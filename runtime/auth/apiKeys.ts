@@ -5,7 +5,17 @@ import { newId } from '../ids';
 import { nowIso } from '../time';
 import { unauthenticated } from '../errors';
 import { inWriteTransaction } from '../storage/writeTransaction';
-import { rowsOf } from '../storage/rawRows';
+import {
+  apiKeyExists,
+  countApiKeyRows,
+  findApiKeyBySecretHash,
+  findOrganizationByName,
+  insertApiKey,
+  insertOrganization,
+  listApiKeyRows,
+  markApiKeyRevoked,
+  updateLastUsedAt,
+} from '../storage/repositories/apiKeysRepository';
 
 /** Every scope some operation of the contract requires (the generated index), sorted. */
 export const ALL_SCOPES: readonly string[] = [...new Set(Object.values(operations).flatMap((op) => op.scopes))].sort();
@@ -35,18 +45,6 @@ export interface Principal {
   scopes: ReadonlySet<string>;
 }
 
-interface ApiKeyRow {
-  id: string;
-  org_id: string;
-  org_name: string;
-  name: string;
-  prefix: string;
-  scopes: string;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
-
 /** The secret is stored only as its SHA-256: with 256 random bits a slow hash adds nothing. */
 function hashSecret(secret: string): string {
   return createHash('sha256').update(secret).digest('hex');
@@ -66,12 +64,12 @@ export async function createApiKey(
   const now = nowIso();
   const id = newId('key');
   await inWriteTransaction(db, async (trx) => {
-    let org = await trx('organizations').where({ name: orgName }).first();
+    let org = await findOrganizationByName(trx, orgName);
     if (!org) {
       org = { id: newId('org'), name: orgName, created_at: now };
-      await trx('organizations').insert(org);
+      await insertOrganization(trx, org);
     }
-    await trx('api_keys').insert({
+    await insertApiKey(trx, {
       id,
       org_id: org.id,
       name: options.name ?? 'unnamed',
@@ -86,11 +84,7 @@ export async function createApiKey(
 }
 
 export async function listApiKeys(db: Knex): Promise<ApiKeyInfo[]> {
-  const rows: ApiKeyRow[] = await db('api_keys')
-    .join('organizations', 'organizations.id', 'api_keys.org_id')
-    .select('api_keys.*', 'organizations.name as org_name')
-    .orderBy('api_keys.created_at')
-    .orderBy('api_keys.id');
+  const rows = await listApiKeyRows(db);
   return rows.map((r) => ({
     id: r.id,
     name: r.name,
@@ -106,14 +100,13 @@ export async function listApiKeys(db: Knex): Promise<ApiKeyInfo[]> {
 
 /** Revokes a key; it is refused from the next request on. False when no such key exists. */
 export async function revokeApiKey(db: Knex, keyId: string): Promise<boolean> {
-  const changed = await inWriteTransaction(db, (trx) => trx('api_keys').where({ id: keyId }).whereNull('revoked_at').update({ revoked_at: nowIso() }));
+  const changed = await inWriteTransaction(db, (trx) => markApiKeyRevoked(trx, keyId, nowIso()));
   if (changed) return true;
-  return Boolean(await db('api_keys').where({ id: keyId }).first());
+  return apiKeyExists(db, keyId);
 }
 
 export async function countApiKeys(db: Knex): Promise<number> {
-  const row = await db('api_keys').count({ n: '*' }).first();
-  return Number(row?.n ?? 0);
+  return countApiKeyRows(db);
 }
 
 /**
@@ -124,17 +117,13 @@ export async function authenticate(db: Knex, authorization: string | undefined):
   // the scheme name is case-insensitive (RFC 9110 §11.1)
   const match = /^Bearer +([A-Za-z0-9_-]{1,200})$/i.exec(authorization?.trim() ?? '');
   if (!match || !match[1].startsWith(SECRET_PREFIX)) throw unauthenticated();
-  // fixed SQL text: on SQLite the connection's statement cache serves it (storage/database.ts)
-  const [row] = rowsOf<KeyLookupRow>(await db.raw(KEY_LOOKUP_SQL, [hashSecret(match[1])]));
+  const row = await findApiKeyBySecretHash(db, hashSecret(match[1]));
   if (!row) throw unauthenticated();
   if (row.revoked_at) throw unauthenticated('This API key has been revoked');
   const now = new Date();
   if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) > LAST_USED_RESOLUTION_MS) {
-    await db('api_keys').where({ id: row.id }).update({ last_used_at: now.toISOString() });
+    await updateLastUsedAt(db, row.id, now.toISOString());
   }
   return { keyId: row.id, orgId: row.org_id, scopes: new Set(String(row.scopes).split(' ')) };
 }
-
-type KeyLookupRow = { id: string; org_id: string; scopes: string; last_used_at: string | null; revoked_at: string | null };
-const KEY_LOOKUP_SQL = 'select id, org_id, scopes, last_used_at, revoked_at from api_keys where secret_hash = ? limit 1';
 

@@ -1,4 +1,4 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { listAssets } from '../runtime/storage/repositories/assetsRepository';
 
 export default defineHandler('listAssets', async ({ db, principal, query }) => ({
@@ -7,6 +7,6 @@ export default defineHandler('listAssets', async ({ db, principal, query }) => (
     db,
     principal.orgId,
     { siteId: query.siteId, assetType: query.assetType, status: query.status },
-    { limit: query.limit ?? 50, cursor: query.cursor },
+    pageOf(query),
   ),
 }));

@@ -1,4 +1,4 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { invalidField } from '../runtime/errors';
 import { timestampMs } from '../runtime/time';
 import { listOccurrences } from '../runtime/storage/repositories/schedulesRepository';
@@ -16,7 +16,7 @@ export default defineHandler('listCalendarOccurrences', async ({ db, principal, 
     principal.orgId,
     { from, to },
     { siteId: query.siteId, assigneeUserId: query.assigneeUserId, scheduleId: query.scheduleId, templateId: query.templateId },
-    { limit: query.limit ?? 50, cursor: query.cursor },
+    pageOf(query),
   );
   return { status: 200, body: page };
 });

@@ -1,4 +1,4 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { listCheckins } from '../runtime/storage/repositories/checkinsRepository';
 
 export default defineHandler('listCheckins', async ({ db, principal, query }) => ({
@@ -7,6 +7,6 @@ export default defineHandler('listCheckins', async ({ db, principal, query }) =>
     db,
     principal.orgId,
     { userId: query.userId, siteId: query.siteId, status: query.status },
-    { limit: query.limit ?? 50, cursor: query.cursor },
+    pageOf(query),
   ),
 }));

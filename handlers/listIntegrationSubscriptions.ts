@@ -1,4 +1,4 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { notFound } from '../runtime/errors';
 import { isKnownPartner } from '../runtime/domain/integrationCatalog';
 import { listWebhookSubscriptions } from '../runtime/storage/repositories/webhookSubscriptionsRepository';
@@ -12,7 +12,7 @@ export default defineHandler('listIntegrationSubscriptions', async ({ db, princi
       principal.orgId,
       path.partner,
       { triggerKey: query.triggerKey, status: query.status },
-      { limit: query.limit ?? 50, cursor: query.cursor },
+      pageOf(query),
     ),
   };
 });

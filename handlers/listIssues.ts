@@ -1,4 +1,4 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { listIssues } from '../runtime/storage/repositories/issuesRepository';
 
 export default defineHandler('listIssues', async ({ db, principal, query }) => ({
@@ -14,6 +14,6 @@ export default defineHandler('listIssues', async ({ db, principal, query }) => (
       runId: query.runId,
       assigneeUserId: query.assigneeUserId,
     },
-    { limit: query.limit ?? 50, cursor: query.cursor },
+    pageOf(query),
   ),
 }));

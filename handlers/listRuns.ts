@@ -1,4 +1,4 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { listRuns } from '../runtime/storage/repositories/runsRepository';
 
 export default defineHandler('listRuns', async ({ db, principal, query }) => ({
@@ -7,6 +7,6 @@ export default defineHandler('listRuns', async ({ db, principal, query }) => ({
     db,
     principal.orgId,
     { status: query.status, siteId: query.siteId, templateId: query.templateId, userId: query.userId },
-    { limit: query.limit ?? 50, cursor: query.cursor },
+    pageOf(query),
   ),
 }));

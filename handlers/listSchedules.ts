@@ -1,4 +1,4 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { listSchedules } from '../runtime/storage/repositories/schedulesRepository';
 
 export default defineHandler('listSchedules', async ({ db, principal, query }) => ({
@@ -7,6 +7,6 @@ export default defineHandler('listSchedules', async ({ db, principal, query }) =
     db,
     principal.orgId,
     { siteId: query.siteId, assigneeUserId: query.assigneeUserId, templateId: query.templateId },
-    { limit: query.limit ?? 50, cursor: query.cursor },
+    pageOf(query),
   ),
 }));

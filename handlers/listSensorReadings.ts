@@ -1,4 +1,4 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { invalidField } from '../runtime/errors';
 import { normalizeTimestamp } from '../runtime/time';
 import { listSensorReadings } from '../runtime/storage/repositories/sensorReadingsRepository';
@@ -11,5 +11,5 @@ export default defineHandler('listSensorReadings', async ({ db, principal, query
     throw invalidField('/query/occurredBefore', 'must be later than occurredAfter');
   }
   const filter = { siteId: query.siteId, occurredAfter, occurredBefore, provider: query.provider, sensorExternalId: query.sensorExternalId, metric: query.metric };
-  return { status: 200, body: await listSensorReadings(db, principal.orgId, filter, { limit: query.limit ?? 50, cursor: query.cursor }) };
+  return { status: 200, body: await listSensorReadings(db, principal.orgId, filter, pageOf(query)) };
 });

@@ -1,7 +1,7 @@
-import { defineHandler } from '../runtime/http/handler';
+import { defineHandler, pageOf } from '../runtime/http/handler';
 import { listTemplates } from '../runtime/storage/repositories/templatesRepository';
 
 export default defineHandler('listTemplates', async ({ db, principal, query }) => ({
   status: 200,
-  body: await listTemplates(db, principal.orgId, { limit: query.limit ?? 50, cursor: query.cursor }),
+  body: await listTemplates(db, principal.orgId, pageOf(query)),
 }));

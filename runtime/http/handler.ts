@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { operations } from '../../generated/types';
 import type { OperationId } from '../../generated/operations';
 import type { Principal } from '../auth/apiKeys';
+import type { PageRequest } from '../storage/pagination';
 
 /**
  * What a handler gets and returns, typed from the contract (generated/types.ts): path and
@@ -51,4 +52,14 @@ export type AnyHandler = (input: HandlerInput<any>) => Promise<{ status: number;
 /** Declares the handler of one operation: `export default defineHandler('createSite', async ({ body }) => …)`. */
 export function defineHandler<Id extends OperationId>(_operationId: Id, handler: Handler<Id>): Handler<Id> {
   return handler;
+}
+
+/**
+ * The page a list operation asks for. `limit` is always present after validation (the
+ * contract's `Limit` parameter has `default: 50`, filled in by the generated validator);
+ * its type stays optional because the contract types the request as the caller sends it.
+ */
+export function pageOf(query: { limit?: number; cursor?: string }): PageRequest {
+  if (query.limit === undefined) throw new Error('limit missing after validation: the Limit parameter lost its default');
+  return { limit: query.limit, cursor: query.cursor };
 }

@@ -4,6 +4,7 @@ import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
+import type { ListFilters } from '../listFilters';
 
 export type Asset = components['schemas']['Asset'];
 export type AssetCreate = components['schemas']['AssetCreate'];
@@ -25,11 +26,7 @@ interface AssetRow {
   deleted_at: string | null;
 }
 
-export interface AssetFilters {
-  siteId?: string;
-  assetType?: string;
-  status?: AssetStatus;
-}
+export type AssetFilters = ListFilters<'listAssets'>;
 
 function toAsset(row: AssetRow): Asset {
   return {

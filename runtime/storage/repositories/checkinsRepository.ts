@@ -3,6 +3,7 @@ import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { fetchPage, Page, PageRequest } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
+import type { ListFilters } from '../listFilters';
 
 export type Checkin = components['schemas']['Checkin'];
 export type CheckinStatus = components['schemas']['CheckinStatus'];
@@ -11,11 +12,7 @@ type SuspicionReason = components['schemas']['SuspicionReason'];
 /** Everything of a check-in but what the repository assigns (id, createdAt). */
 export type CheckinFields = Omit<Checkin, 'id' | 'createdAt'>;
 
-export interface CheckinFilter {
-  userId?: string;
-  siteId?: string;
-  status?: CheckinStatus;
-}
+export type CheckinFilter = ListFilters<'listCheckins'>;
 
 interface CheckinRow {
   seq: number;

@@ -5,6 +5,7 @@ import { newId } from '../../ids';
 import { nowIso, normalizeTimestamp, normalizeOptionalTimestamp } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
+import type { ListFilters } from '../listFilters';
 
 export type Issue = components['schemas']['Issue'];
 export type IssueCreate = components['schemas']['IssueCreate'];
@@ -31,14 +32,7 @@ interface IssueRow {
   updated_at: string;
 }
 
-export interface IssueFilters {
-  status?: IssueStatus;
-  priority?: IssuePriority;
-  siteId?: string;
-  assetId?: string;
-  runId?: string;
-  assigneeUserId?: string;
-}
+export type IssueFilters = ListFilters<'listIssues'>;
 
 function toIssue(row: IssueRow): Issue {
   return {

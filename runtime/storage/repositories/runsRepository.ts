@@ -4,9 +4,10 @@ import { Answers, AnswerValue, completeAnswers, mergeAnswers, TemplateItem } fro
 import { alreadyExists, invalidTransition } from '../../errors';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { dialectOf, isUniqueViolation } from '../databaseErrors';
+import { isUniqueViolation } from '../databaseErrors';
 import { fetchPage, Page, PageRequest } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
+import type { ListFilters } from '../listFilters';
 
 export type Run = components['schemas']['Run'];
 export type RunStatus = components['schemas']['RunStatus'];
@@ -119,12 +120,7 @@ export async function findRun(db: Knex, orgId: string, id: string): Promise<Run 
   return row && toRun(row);
 }
 
-export interface RunFilters {
-  status?: RunStatus;
-  siteId?: string;
-  templateId?: string;
-  userId?: string;
-}
+export type RunFilters = ListFilters<'listRuns'>;
 
 export async function listRuns(db: Knex, orgId: string, filters: RunFilters, page: PageRequest): Promise<Page<Run>> {
   const query = runsWithItems(db, orgId);
@@ -135,10 +131,9 @@ export async function listRuns(db: Knex, orgId: string, filters: RunFilters, pag
   return fetchPage(query, ['runs.seq'], page, toRun);
 }
 
-/** The run locked for a read-modify-write (Postgres; SQLite serializes writers anyway). */
+/** The run locked for a read-modify-write (on Postgres; Knex drops the clause on SQLite, which serializes writers anyway). */
 async function runForUpdate(db: Knex, orgId: string, id: string): Promise<RunWithItems | undefined> {
-  const query = runsWithItems(db, orgId).where('runs.id', id).first();
-  return dialectOf(db) === 'postgres' ? query.forUpdate('runs') : query;
+  return runsWithItems(db, orgId).where('runs.id', id).first().forUpdate('runs');
 }
 
 function assertInProgress(row: RunRow): void {

@@ -6,6 +6,7 @@ import { nowIso } from '../../time';
 import { decodeCursor, encodeCursor, fetchPage, malformedCursor, Page, PageRequest } from '../pagination';
 import { runsOfOccurrences } from './runsRepository';
 import { lockForOrderedInsert } from '../orderedInsert';
+import type { ListFilters } from '../listFilters';
 
 export type Schedule = components['schemas']['Schedule'];
 export type Occurrence = components['schemas']['Occurrence'];
@@ -78,11 +79,7 @@ export async function findSchedule(db: Knex, orgId: string, id: string): Promise
   return row && toSchedule(row);
 }
 
-export interface ScheduleFilters {
-  siteId?: string;
-  assigneeUserId?: string;
-  templateId?: string;
-}
+export type ScheduleFilters = ListFilters<'listSchedules'>;
 
 function filtered(db: Knex, orgId: string, filters: ScheduleFilters & { scheduleId?: string }) {
   const query = db<ScheduleRow>('schedules').where({ org_id: orgId });

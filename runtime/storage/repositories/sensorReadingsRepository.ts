@@ -5,6 +5,7 @@ import { normalizeTimestamp, nowIso } from '../../time';
 import { fetchPage, Page, PageRequest } from '../pagination';
 import { dialectOf } from '../databaseErrors';
 import { rowsOf } from '../rawRows';
+import type { ListFilters } from '../listFilters';
 
 export type SensorReading = components['schemas']['SensorReading'];
 export type SensorReadingInput = components['schemas']['SensorReadingInput'];
@@ -194,16 +195,8 @@ export async function findSensorReading(db: Knex, orgId: string, id: string): Pr
   return row && toReading(row);
 }
 
-export interface SensorReadingFilter {
-  siteId?: string;
-  /** Exclusive, normalized ISO UTC. */
-  occurredAfter?: string;
-  /** Exclusive, normalized ISO UTC. */
-  occurredBefore?: string;
-  provider?: string;
-  sensorExternalId?: string;
-  metric?: string;
-}
+/** occurredAfter/occurredBefore arrive normalized to ISO UTC with milliseconds (both exclusive). */
+export type SensorReadingFilter = ListFilters<'listSensorReadings'>;
 
 /** Ordered by occurredAt, ties by storage order: the key the list indexes end in. */
 export async function listSensorReadings(db: Knex, orgId: string, filter: SensorReadingFilter, page: PageRequest): Promise<Page<SensorReading>> {

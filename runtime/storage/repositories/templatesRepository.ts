@@ -3,7 +3,6 @@ import type { components } from '../../../generated/types';
 import type { TemplateItem } from '../../domain/runAnswers';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { dialectOf } from '../databaseErrors';
 import { fetchPage, Page, PageRequest } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 
@@ -79,8 +78,8 @@ export async function listTemplates(db: Knex, orgId: string, page: PageRequest):
  * versions rather than one lost update (SQLite serializes writers anyway).
  */
 export async function updateTemplate(db: Knex, orgId: string, id: string, changes: Partial<TemplateContent>): Promise<Template | undefined> {
-  const query = live(db, orgId).where({ id }).first();
-  const current = await (dialectOf(db) === 'postgres' ? query.forUpdate() : query);
+  // Knex drops FOR UPDATE on SQLite, which serializes writers anyway
+  const current = await live(db, orgId).where({ id }).first().forUpdate();
   if (!current) return undefined;
   const now = nowIso();
   const version = Number(current.version) + 1;

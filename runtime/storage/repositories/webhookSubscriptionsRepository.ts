@@ -1,6 +1,7 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { fetchPage, Page, PageRequest } from '../pagination';
+import type { ListFilters } from '../listFilters';
 
 export type WebhookSubscription = components['schemas']['WebhookSubscription'];
 type WebhookSubscriptionStatus = components['schemas']['WebhookSubscriptionStatus'];
@@ -17,10 +18,7 @@ interface WebhookSubscriptionRow {
   updated_at: string;
 }
 
-export interface WebhookSubscriptionFilters {
-  triggerKey?: string;
-  status?: WebhookSubscriptionStatus;
-}
+export type WebhookSubscriptionFilters = ListFilters<'listIntegrationSubscriptions'>;
 
 function toSubscription(row: WebhookSubscriptionRow): WebhookSubscription {
   return {

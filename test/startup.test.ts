@@ -73,3 +73,23 @@ function startUntilListening(env: NodeJS.ProcessEnv): Promise<{ stdout: string; 
     child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${stdout}`)); });
   });
 }
+
+describe('npm start on a port in use', () => {
+  it('stops with one line instead of a stack trace', async () => {
+    const net = await import('node:net');
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as { port: number }).port;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-port-'));
+    try {
+      const result = await promisify(execFile)(TSX, ['runtime/main.ts'], {
+        cwd: ROOT, env: { ...process.env, PORT: String(port), DATABASE_URL: `sqlite:${path.join(dir, 'db.sqlite')}` }, timeout: 30000,
+      }).catch((e) => e);
+      expect(result.code).toBe(1);
+      expect(result.stderr.trim()).toBe(`Cannot listen on 127.0.0.1:${port}: listen EADDRINUSE: address already in use 127.0.0.1:${port} (set PORT or HOST)`);
+    } finally {
+      blocker.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

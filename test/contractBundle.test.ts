@@ -1,0 +1,60 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { buildContract } from '../scripts/contract/bundle';
+import { buildOperationIndex } from '../scripts/contract/operations';
+
+// The generator refuses a contract that would generate something silently wrong.
+const ROOT = `openapi: 3.1.0
+info: { title: t, version: 1.0.0 }
+components:
+  schemas:
+    Thing: { type: object }
+`;
+
+function contractDir(files: Record<string, string>): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-contract-'));
+  fs.mkdirSync(path.join(dir, 'paths'));
+  fs.writeFileSync(path.join(dir, 'openapi.yaml'), ROOT);
+  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dir, 'paths', name), text);
+  return dir;
+}
+
+const operation = (id: string, extra = '') => `
+      operationId: ${id}
+      tags: [Things]
+      security: [{ bearerAuth: ['things:read'] }]${extra}
+      responses:
+        '200': { description: ok, content: { application/json: { schema: { $ref: '#/components/schemas/Thing' } } } }`;
+
+describe('contract bundling (npm run generate)', () => {
+  it('merges the resource files into one document', () => {
+    const doc = buildContract(contractDir({ 'things.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings')}\n` }));
+    expect(buildOperationIndex(doc)).toEqual([expect.objectContaining({ operationId: 'listThings', method: 'get', path: '/v1/things', scopes: ['things:read'] })]);
+  });
+
+  it('refuses a path defined in two files', () => {
+    const dir = contractDir({
+      'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings')}\n`,
+      'b.yaml': `paths:\n  /v1/things:\n    post:${operation('createThing')}\n`,
+    });
+    expect(() => buildContract(dir)).toThrow('contract/paths/b.yaml: path "/v1/things" is defined twice');
+  });
+
+  it('refuses a $ref that points nowhere', () => {
+    const dir = contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings').replace('Thing\'', 'Thingy\'')}\n` });
+    expect(() => buildContract(dir)).toThrow('unresolved $ref #/components/schemas/Thingy');
+  });
+
+  it('refuses an operationId used twice and an operation without a scope', () => {
+    const twice = buildContract(contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings')}\n  /v1/other:\n    get:${operation('listThings')}\n` }));
+    expect(() => buildOperationIndex(twice)).toThrow('operationId listThings is used twice');
+    const unscoped = buildContract(contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings').replace("['things:read']", '[]')}\n` }));
+    expect(() => buildOperationIndex(unscoped)).toThrow('listThings names no scope in its security requirement');
+  });
+
+  it('refuses a deprecated operation without the dates its headers are made from', () => {
+    const noDates = buildContract(contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings', '\n      deprecated: true\n      x-sunset: 2027-01-31')}\n` }));
+    expect(() => buildOperationIndex(noDates)).toThrow('listThings is deprecated: it needs x-deprecated-at and x-sunset');
+  });
+});

@@ -1,7 +1,8 @@
 import { defineHandler } from '../runtime/http/handler';
 import { invalidField } from '../runtime/errors';
 import { findTemplate } from '../runtime/storage/repositories/templatesRepository';
-import { findOccurrenceSchedule } from '../runtime/storage/repositories/schedulesRepository';
+import { findSchedule } from '../runtime/storage/repositories/schedulesRepository';
+import { isOccurrenceOf, scheduleIdOfOccurrence } from '../runtime/domain/calendar';
 import { createRun } from '../runtime/storage/repositories/runsRepository';
 
 // A missing template is a problem with the request body, not with the addressed resource
@@ -10,8 +11,9 @@ export default defineHandler('createRun', async ({ db, principal, body }) => {
   const template = await findTemplate(db, principal.orgId, body.templateId);
   if (!template) throw invalidField('/templateId', `does not name a template of this organization (got ${body.templateId})`);
   if (body.occurrenceId !== undefined) {
-    const schedule = await findOccurrenceSchedule(db, principal.orgId, body.occurrenceId);
-    if (!schedule) throw invalidField('/occurrenceId', 'does not name an occurrence of any schedule of this organization');
+    const scheduleId = scheduleIdOfOccurrence(body.occurrenceId);
+    const schedule = scheduleId === undefined ? undefined : await findSchedule(db, principal.orgId, scheduleId);
+    if (!schedule || !isOccurrenceOf(schedule, body.occurrenceId)) throw invalidField('/occurrenceId', 'does not name an occurrence of any schedule of this organization');
     if (schedule.templateId !== body.templateId) throw invalidField('/templateId', `must be the occurrence's template ${schedule.templateId}`);
     if (schedule.siteId !== body.siteId) throw invalidField('/siteId', `must be the occurrence's site ${schedule.siteId}`);
   }

@@ -1,15 +1,12 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
-import { occurrenceId, occurrencesOf, OccurrenceTime, parseOccurrenceId, ScheduleTiming } from '../../domain/recurrence';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { decodeCursor, encodeCursor, fetchPage, malformedCursor, Page, PageRequest } from '../pagination';
-import { runsOfOccurrences } from './runsRepository';
+import { fetchPage, Page, PageRequest } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 
 export type Schedule = components['schemas']['Schedule'];
-export type Occurrence = components['schemas']['Occurrence'];
 
 interface ScheduleRow {
   seq: number;
@@ -25,8 +22,6 @@ interface ScheduleRow {
   created_at: string;
   updated_at: string;
 }
-
-const MINUTE = 60_000;
 
 function toSchedule(row: ScheduleRow): Schedule {
   return {
@@ -112,86 +107,7 @@ export async function deleteSchedule(db: Knex, orgId: string, id: string): Promi
   return (await db('schedules').where({ org_id: orgId, id }).delete()) > 0;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Calendar occurrences: computed from the schedules on every read, never stored.
-
-export interface OccurrenceWindow {
-  /** Epoch milliseconds; occurrences overlapping [from, to) are listed. */
-  from: number;
-  to: number;
-}
-
-export type OccurrenceFilters = ScheduleFilters & { scheduleId?: string };
-
-function timingOf(row: ScheduleRow): ScheduleTiming {
-  return { timezone: row.timezone, startsAt: row.starts_at, durationMinutes: Number(row.duration_minutes), recurrence: row.recurrence };
-}
-
-function toOccurrence(row: ScheduleRow, time: OccurrenceTime, run: { id: string; status: Occurrence['runStatus'] } | undefined): Occurrence {
-  return {
-    id: occurrenceId(row.id, time.startAt),
-    scheduleId: row.id,
-    templateId: row.template_id,
-    siteId: row.site_id,
-    assigneeUserId: row.assignee_user_id,
-    startAt: new Date(time.startAt).toISOString(),
-    endAt: new Date(time.endAt).toISOString(),
-    localStartAt: time.localStartAt,
-    timezone: row.timezone,
-    runId: run?.id ?? null,
-    runStatus: run?.status ?? null,
-  };
-}
-
-/**
- * One page of occurrences ordered by (startAt, scheduleId). The keyset runs over the computed
- * list: the cursor holds the (startAt, scheduleId) of the last occurrence, and each schedule is
- * asked only for the limit + 1 occurrences after it, so a page costs O(schedules × limit).
- */
-export async function listOccurrences(
-  db: Knex,
-  orgId: string,
-  window: OccurrenceWindow,
-  filters: OccurrenceFilters,
-  page: PageRequest,
-): Promise<Page<Occurrence>> {
-  const after = page.cursor === undefined ? undefined : decodeOccurrenceCursor(page.cursor);
-  const schedules: ScheduleRow[] = await filtered(db, orgId, filters);
-  const found: { row: ScheduleRow; time: OccurrenceTime }[] = [];
-  for (const row of schedules) {
-    // overlapping the window means endAt > from, i.e. startAt >= from - duration + 1 ms
-    let fromStart = window.from - Number(row.duration_minutes) * MINUTE + 1;
-    if (after) fromStart = Math.max(fromStart, row.id > after.scheduleId ? after.startAt : after.startAt + 1);
-    for (const time of occurrencesOf(timingOf(row), { fromStart, toStart: window.to, max: page.limit + 1 })) found.push({ row, time });
-  }
-  found.sort((a, b) => a.time.startAt - b.time.startAt || (a.row.id < b.row.id ? -1 : a.row.id > b.row.id ? 1 : 0));
-  const hasMore = found.length > page.limit;
-  const onPage = found.slice(0, page.limit);
-  const runs = await runsOfOccurrences(db, orgId, onPage.map((o) => occurrenceId(o.row.id, o.time.startAt)));
-  const last = onPage[onPage.length - 1];
-  return {
-    data: onPage.map((o) => toOccurrence(o.row, o.time, runs.get(occurrenceId(o.row.id, o.time.startAt)))),
-    nextCursor: hasMore && last ? encodeOccurrenceCursor(last.time.startAt, last.row.id) : null,
-  };
-}
-
-function encodeOccurrenceCursor(startAt: number, scheduleId: string): string {
-  return encodeCursor([new Date(startAt).toISOString(), scheduleId]);
-}
-
-function decodeOccurrenceCursor(cursor: string): { startAt: number; scheduleId: string } {
-  const [startAt, scheduleId] = decodeCursor(cursor, ['text', 'text']) as [string, string];
-  const ms = Date.parse(startAt);
-  if (Number.isNaN(ms)) throw malformedCursor();
-  return { startAt: ms, scheduleId };
-}
-
-/** The schedule of an occurrence id, when the id names a real occurrence of one of the organization's schedules. */
-export async function findOccurrenceSchedule(db: Knex, orgId: string, id: string): Promise<Schedule | undefined> {
-  const parsed = parseOccurrenceId(id);
-  if (!parsed) return undefined;
-  const row = await db<ScheduleRow>('schedules').where({ org_id: orgId, id: parsed.scheduleId }).first();
-  if (!row) return undefined;
-  const hit = occurrencesOf(timingOf(row), { fromStart: parsed.startAt, toStart: parsed.startAt + 1, max: 1 });
-  return hit.length ? toSchedule(row) : undefined;
+/** Every schedule matching the filters (the calendar projects them all; runtime/domain/calendar.ts). */
+export async function schedulesForCalendar(db: Knex, orgId: string, filters: ScheduleFilters & { scheduleId?: string }): Promise<Schedule[]> {
+  return (await filtered(db, orgId, filters)).map(toSchedule);
 }

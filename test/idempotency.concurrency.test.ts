@@ -3,14 +3,8 @@ import { startServerProcesses, ServerProcess } from './support/serverProcess';
 import { authenticate } from '../runtime/auth/apiKeys';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { createSite } from '../runtime/storage/repositories/sitesRepository';
-import {
-  claimIdempotencyKey,
-  fingerprint,
-  storeIdempotentResponse,
-  Claimed,
-  LeaseLostError,
-  IdempotencySettings,
-} from '../runtime/idempotency';
+import { claimIdempotencyKey, storeIdempotentResponse, Claimed, LeaseLostError, IdempotencySettings } from '../runtime/idempotency/claim';
+import { fingerprint } from '../runtime/idempotency/request';
 
 // Idempotency under concurrency, crashes and several servers (issue 4, decisions.md §6).
 

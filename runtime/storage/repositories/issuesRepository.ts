@@ -3,7 +3,8 @@ import type { components } from '../../../generated/types';
 import { timestampsAfter } from '../../domain/issueLifecycle';
 import { newId } from '../../ids';
 import { nowIso, normalizeTimestamp, normalizeOptionalTimestamp } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 

@@ -5,7 +5,8 @@ import { alreadyExists, invalidTransition } from '../../errors';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import { isUniqueViolation } from '../databaseErrors';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 

@@ -3,7 +3,8 @@ import type { components } from '../../../generated/types';
 import type { TemplateItem } from '../../domain/runAnswers';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Template = components['schemas']['Template'];

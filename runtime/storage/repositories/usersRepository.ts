@@ -4,7 +4,8 @@ import { alreadyExists } from '../../errors';
 import { newId } from '../../ids';
 import { nowIso, normalizeOptionalTimestamp } from '../../time';
 import { isUniqueViolation } from '../databaseErrors';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 
 export type User = components['schemas']['User'];

@@ -2,7 +2,7 @@ import { describeEachDatabase, anError, TestContext, TestClient } from './suppor
 import { startServerProcesses, ServerProcess } from './support/serverProcess';
 import { authenticate } from '../runtime/auth/apiKeys';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
-import { createSite } from '../runtime/storage/repositories/sitesRepository';
+import { createSite } from '../runtime/domain/sites';
 import { claimIdempotencyKey, storeIdempotentResponse, Claimed, LeaseLostError, IdempotencySettings } from '../runtime/idempotency/claim';
 import { fingerprint } from '../runtime/idempotency/request';
 

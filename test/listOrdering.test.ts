@@ -1,5 +1,5 @@
 import { describeEachDatabase } from './support/testApp';
-import { createSite } from '../runtime/storage/repositories/sitesRepository';
+import { createSite } from '../runtime/domain/sites';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

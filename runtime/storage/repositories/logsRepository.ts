@@ -35,7 +35,7 @@ function toLog(row: LogRow): Log {
 }
 
 /** Appends an entry. Defaults (`comment`, `api`) come from the contract, filled in by validation. */
-export async function createLog(db: Knex, orgId: string, input: LogCreate): Promise<Log> {
+export async function insertLog(db: Knex, orgId: string, input: LogCreate): Promise<Log> {
   const row: Omit<LogRow, 'seq'> = {
     id: newId('log'),
     org_id: orgId,

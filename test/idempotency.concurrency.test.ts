@@ -6,7 +6,7 @@ import { createSite } from '../runtime/domain/sites';
 import { claimIdempotencyKey, storeIdempotentResponse, Claimed, LeaseLostError, IdempotencySettings } from '../runtime/idempotency/claim';
 import { fingerprint } from '../runtime/idempotency/request';
 
-// Idempotency under concurrency, crashes and several servers (issue 4, decisions.md §6).
+// Idempotency under concurrency, crashes and several servers (docs/architecture.md, "Idempotency").
 
 const settings: IdempotencySettings = { ttlSeconds: 3600, leaseSeconds: 60 };
 const past = () => new Date(Date.now() - 60_000).toISOString();

@@ -5,7 +5,7 @@ import { claimIdempotencyKey, releaseIdempotencyKey, Claimed } from '../runtime/
 import { fingerprint } from '../runtime/idempotency/request';
 import { purgeExpiredIdempotencyKeys } from '../runtime/idempotency/purge';
 
-// Idempotency-Key behaviour through the real app (decisions.md §6, issue 4). Concurrency,
+// Idempotency-Key behaviour through the real app (docs/architecture.md, "Idempotency"). Concurrency,
 // crashes and several processes are in idempotency.concurrency.test.ts; the replay of every
 // write operation in idempotency.replay.test.ts.
 

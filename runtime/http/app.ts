@@ -89,7 +89,7 @@ export function createApp(config: Config, options: AppOptions): App {
   } as Record<string, (c: Context, ...args: Args) => Promise<void>>);
   void api.init(); // quick mode with an in-memory document: the router is ready when init() returns
   // openapi-backend's router rebuilds its operation list (a lodash chain over every path) twice
-  // per request (style.md, known traps; bench/README.md profile). The contract does not change
+  // per request (docs/architecture.md, "Known traps in the stack"; bench/README.md profile). The contract does not change
   // while the app runs, so the list is built once.
   const allOperations = api.router.getOperations();
   api.router.getOperations = () => allOperations;

@@ -1,5 +1,5 @@
 import { defineHandler } from '../runtime/http/handler';
-import { createAsset } from '../runtime/storage/repositories/assetsRepository';
+import { createAsset } from '../runtime/domain/assets';
 
 export default defineHandler('createAsset', async ({ db, principal, body }) => {
   const asset = await createAsset(db, principal.orgId, body);

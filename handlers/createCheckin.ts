@@ -1,5 +1,5 @@
 import { defineHandler } from '../runtime/http/handler';
-import { createCheckin } from '../runtime/domain/checkinLifecycle';
+import { createCheckin } from '../runtime/domain/checkins';
 
 export default defineHandler('createCheckin', async ({ db, principal, body }) => {
   const checkin = await createCheckin(db, principal.orgId, body);

@@ -1,5 +1,5 @@
 import { defineHandler } from '../runtime/http/handler';
-import { createIssue } from '../runtime/storage/repositories/issuesRepository';
+import { createIssue } from '../runtime/domain/issues';
 
 export default defineHandler('createIssue', async ({ db, principal, body }) => {
   const issue = await createIssue(db, principal.orgId, body);

@@ -1,5 +1,5 @@
 import { defineHandler } from '../runtime/http/handler';
-import { createLog } from '../runtime/storage/repositories/logsRepository';
+import { createLog } from '../runtime/domain/logs';
 
 export default defineHandler('createLog', async ({ db, principal, body }) => {
   const log = await createLog(db, principal.orgId, body);

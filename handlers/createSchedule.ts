@@ -1,25 +1,7 @@
 import { defineHandler } from '../runtime/http/handler';
-import { invalidField } from '../runtime/errors';
-import { assertTimeZone } from '../runtime/domain/timeZones';
-import { parseLocalDateTime, parseRecurrence } from '../runtime/domain/recurrence';
-import { findTemplate } from '../runtime/storage/repositories/templatesRepository';
-import { createSchedule } from '../runtime/storage/repositories/schedulesRepository';
+import { createSchedule } from '../runtime/domain/schedules';
 
 export default defineHandler('createSchedule', async ({ db, principal, body }) => {
-  assertTimeZone(body.timezone, '/timezone');
-  parseLocalDateTime(body.startsAt, '/startsAt');
-  const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
-  if (!(await findTemplate(db, principal.orgId, body.templateId))) {
-    throw invalidField('/templateId', `does not name a template of this organization (got ${body.templateId})`);
-  }
-  const schedule = await createSchedule(db, principal.orgId, {
-    templateId: body.templateId,
-    siteId: body.siteId,
-    assigneeUserId: body.assigneeUserId ?? null,
-    timezone: body.timezone,
-    startsAt: body.startsAt,
-    durationMinutes: body.durationMinutes ?? 60,
-    recurrence,
-  });
+  const schedule = await createSchedule(db, principal.orgId, body);
   return { status: 201, body: schedule, headers: { Location: `/v1/schedules/${schedule.id}` } };
 });

@@ -1,5 +1,5 @@
 import { defineHandler } from '../runtime/http/handler';
-import { createUser } from '../runtime/storage/repositories/usersRepository';
+import { createUser } from '../runtime/domain/users';
 
 export default defineHandler('createUser', async ({ db, principal, body }) => {
   const user = await createUser(db, principal.orgId, body);

@@ -1,8 +1,7 @@
 import { defineHandler } from '../runtime/http/handler';
-import { notFound } from '../runtime/errors';
-import { deleteSchedule } from '../runtime/storage/repositories/schedulesRepository';
+import { deleteSchedule } from '../runtime/domain/schedules';
 
 export default defineHandler('deleteSchedule', async ({ db, principal, path }) => {
-  if (!(await deleteSchedule(db, principal.orgId, path.id))) throw notFound('schedule', path.id);
+  await deleteSchedule(db, principal.orgId, path.id);
   return { status: 204 };
 });

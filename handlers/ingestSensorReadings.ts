@@ -1,5 +1,5 @@
 import { defineHandler } from '../runtime/http/handler';
-import { ingestSensorReadings } from '../runtime/storage/repositories/sensorReadingsRepository';
+import { ingestSensorReadings } from '../runtime/domain/sensorReadings';
 
 // `db` is the request's transaction: the batch is stored all-or-nothing, with its idempotent response.
 export default defineHandler('ingestSensorReadings', async ({ db, principal, body }) => ({

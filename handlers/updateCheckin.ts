@@ -1,5 +1,5 @@
 import { defineHandler } from '../runtime/http/handler';
-import { updateCheckin } from '../runtime/domain/checkinLifecycle';
+import { updateCheckin } from '../runtime/domain/checkins';
 
 export default defineHandler('updateCheckin', async ({ db, principal, path, body }) => ({
   status: 200,

@@ -1,9 +1,7 @@
 import { defineHandler } from '../runtime/http/handler';
-import { notFound } from '../runtime/errors';
-import { updateIssue } from '../runtime/storage/repositories/issuesRepository';
+import { updateIssue } from '../runtime/domain/issues';
 
-export default defineHandler('updateIssue', async ({ db, principal, path, body }) => {
-  const issue = await updateIssue(db, principal.orgId, path.id, body);
-  if (!issue) throw notFound('issue', path.id);
-  return { status: 200, body: issue };
-});
+export default defineHandler('updateIssue', async ({ db, principal, path, body }) => ({
+  status: 200,
+  body: await updateIssue(db, principal.orgId, path.id, body),
+}));

@@ -1,11 +1,7 @@
 import { defineHandler } from '../runtime/http/handler';
-import { notFound } from '../runtime/errors';
-import { assertTimeZone } from '../runtime/domain/timeZones';
-import { updateSite } from '../runtime/storage/repositories/sitesRepository';
+import { updateSite } from '../runtime/domain/sites';
 
-export default defineHandler('updateSite', async ({ db, principal, path, body }) => {
-  if (typeof body.timezone === 'string') assertTimeZone(body.timezone, '/timezone');
-  const site = await updateSite(db, principal.orgId, path.id, body);
-  if (!site) throw notFound('site', path.id);
-  return { status: 200, body: site };
-});
+export default defineHandler('updateSite', async ({ db, principal, path, body }) => ({
+  status: 200,
+  body: await updateSite(db, principal.orgId, path.id, body),
+}));

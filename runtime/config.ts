@@ -1,6 +1,6 @@
 import path from 'node:path';
 
-/** Server configuration: environment variables only (decisions.md §1), validated at start. */
+/** Server configuration: environment variables only (docs/architecture.md, "Running and configuration"), validated at start. */
 export interface Config {
   port: number;
   host: string;

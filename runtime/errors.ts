@@ -56,3 +56,16 @@ export const insufficientScope = (scopes: readonly string[]) =>
   new ApiError('INSUFFICIENT_SCOPE', `This operation needs the scope ${scopes.join(' ')}`, undefined, {
     'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`,
   });
+
+/** The body of every error answer. */
+export interface ErrorBody {
+  error: string;
+  code: ErrorCode;
+  details?: ErrorDetail[];
+  requestId: string;
+}
+
+/** The one place the error body is built: rendered on the wire, and stored for idempotent replays. */
+export function errorBody(err: ApiError, requestId: string): ErrorBody {
+  return { error: err.message, code: err.code, ...(err.details?.length ? { details: err.details } : {}), requestId };
+}

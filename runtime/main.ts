@@ -2,7 +2,8 @@ import { loadConfig, ConfigError } from './config';
 import { openDatabase } from './storage/database';
 import { migrateLatest } from './storage/migrate';
 import { createApp } from './http/app';
-import { ALL_SCOPES, countApiKeys, createApiKey, DEFAULT_ORGANIZATION } from './auth/apiKeys';
+import { ALL_SCOPES, createApiKey, DEFAULT_ORGANIZATION } from './auth/apiKeys';
+import { countApiKeys } from './storage/repositories/apiKeysRepository';
 import pino from 'pino';
 
 /** `npm start`: validate the configuration, migrate, create the first key if none exists, listen. */
@@ -21,7 +22,7 @@ async function main(): Promise<void> {
   const database = openDatabase(config.databaseUrl);
   await migrateLatest(database.knex);
 
-  // first start: one key with every scope, shown once (decisions.md §1)
+  // first start: one key with every scope, shown once (docs/architecture.md, "Running and configuration")
   const bootstrap = (await countApiKeys(database.knex)) === 0
     ? await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' })
     : undefined;

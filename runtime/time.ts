@@ -1,4 +1,4 @@
-/** Timestamps in responses: UTC with milliseconds (decisions.md §2). Stored in the same form, so text order is time order. */
+/** Timestamps in responses: UTC with milliseconds (docs/architecture.md, "Representation"). Stored in the same form, so text order is time order. */
 export function nowIso(): string {
   return new Date().toISOString();
 }

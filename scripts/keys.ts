@@ -1,5 +1,5 @@
 /**
- * API key CLI (decisions.md §1), on the same DATABASE_URL as the server, safe while it runs:
+ * API key CLI (docs/architecture.md, "Running and configuration"), on the same DATABASE_URL as the server, safe while it runs:
  *
  *   npm run keys -- create --scopes users:read,users:write [--org acme] [--name ci]
  *   npm run keys -- list

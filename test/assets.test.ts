@@ -90,7 +90,7 @@ describeEachDatabase('assets', (t) => {
   });
 
   describe('deleteAsset', () => {
-    it('follows the seed: 204, replay 204 with Idempotent-Replayed, 404 without the key; keeps a tombstone', async () => {
+    it('follows the delete rules: 204, replay 204 with Idempotent-Replayed, 404 without the key; keeps a tombstone', async () => {
       const created = (await t.http.post('/v1/assets').set('Authorization', t.auth).send({ name: 'Old boiler' }).expect(201)).body;
 
       const first = await t.http.delete(`/v1/assets/${created.id}`).set('Authorization', t.auth).set('Idempotency-Key', 'del-boiler').expect(204);

@@ -78,7 +78,7 @@ describe('the contract check every test response goes through (test/support/cont
 describe('examples in the contract', () => {
   const doc = openapi as any;
 
-  it('has an example for the success answer of every operation (decisions.md §7)', () => {
+  it('has an example for the success answer of every operation (docs/architecture.md, "Statuses, errors and versions")', () => {
     const missing = Object.values(operations).filter((op) => {
       const responses = doc.paths[op.path][op.method].responses;
       const success = Object.keys(responses).find((s) => s.startsWith('2'))!;

@@ -5,7 +5,7 @@ import { loadConfig } from '../runtime/config';
 import { describeEachDatabase, anError, aRequestId, testClient, TEST_ENV } from './support/testApp';
 import { MAX_ERROR_DETAILS } from '../runtime/http/validation';
 
-// The errors of decisions.md §5 that do not depend on a resource, through the real app.
+// The errors of docs/architecture.md ("Statuses, errors and versions") that do not depend on a resource, through the real app.
 describeEachDatabase('errors', (t) => {
   it('400 INVALID_JSON for a body that is not JSON', async () => {
     const res = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json').send('{"name":').expect(400);

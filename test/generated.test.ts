@@ -22,7 +22,7 @@ async function generateInto(dir: string): Promise<void> {
 }
 
 /**
- * generated/ is committed (style.md habit 6): a contract change shows in review, and this
+ * generated/ is committed (README, "Changing the contract"): a contract change shows in review, and this
  * test fails when someone edits contract/ without running `npm run generate`, or edits
  * generated/ by hand.
  */

@@ -2,17 +2,11 @@ import { describeEachDatabase, anError, TestContext, TestClient } from './suppor
 import { startServerProcesses, ServerProcess } from './support/serverProcess';
 import { authenticate } from '../runtime/auth/apiKeys';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
-import { createSite } from '../runtime/storage/repositories/sitesRepository';
-import {
-  claimIdempotencyKey,
-  fingerprint,
-  storeIdempotentResponse,
-  Claimed,
-  LeaseLostError,
-  IdempotencySettings,
-} from '../runtime/idempotency';
+import { createSite } from '../runtime/domain/sites';
+import { claimIdempotencyKey, storeIdempotentResponse, Claimed, LeaseLostError, IdempotencySettings } from '../runtime/idempotency/claim';
+import { fingerprint } from '../runtime/idempotency/request';
 
-// Idempotency under concurrency, crashes and several servers (issue 4, decisions.md §6).
+// Idempotency under concurrency, crashes and several servers (docs/architecture.md, "Idempotency").
 
 const settings: IdempotencySettings = { ttlSeconds: 3600, leaseSeconds: 60 };
 const past = () => new Date(Date.now() - 60_000).toISOString();

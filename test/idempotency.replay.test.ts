@@ -5,7 +5,7 @@ import { operations, OperationInfo } from '../generated/operations';
 
 // Every write operation with a real handler replays under the same Idempotency-Key: the same
 // status, body and Location with `Idempotent-Replayed: true`, and the database unchanged
-// (decisions.md §6). The list of operations comes from the contract (generated/operations.ts):
+// (docs/architecture.md, "Idempotency"). The list of operations comes from the contract (generated/operations.ts):
 // a new write operation whose handler is no longer the generated stub fails
 // "has a fixture for every implemented write operation" until it gets a fixture below.
 

@@ -1,9 +1,11 @@
 import { describeEachDatabase, anId, anError, TestContext } from './support/testApp';
 import { authenticate } from '../runtime/auth/apiKeys';
 import { createApp } from '../runtime/http/app';
-import { claimIdempotencyKey, fingerprint, purgeExpiredIdempotencyKeys, releaseIdempotencyKey, Claimed } from '../runtime/idempotency';
+import { claimIdempotencyKey, releaseIdempotencyKey, Claimed } from '../runtime/idempotency/claim';
+import { fingerprint } from '../runtime/idempotency/request';
+import { purgeExpiredIdempotencyKeys } from '../runtime/idempotency/purge';
 
-// Idempotency-Key behaviour through the real app (decisions.md §6, issue 4). Concurrency,
+// Idempotency-Key behaviour through the real app (docs/architecture.md, "Idempotency"). Concurrency,
 // crashes and several processes are in idempotency.concurrency.test.ts; the replay of every
 // write operation in idempotency.replay.test.ts.
 

@@ -1,9 +1,9 @@
 import { describeEachDatabase } from './support/testApp';
-import { createSite } from '../runtime/storage/repositories/sitesRepository';
+import { createSite } from '../runtime/domain/sites';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-describeEachDatabase('list ordering under concurrent inserts (decisions.md §4)', (t) => {
+describeEachDatabase('list ordering under concurrent inserts (docs/architecture.md, "Lists and cursors")', (t) => {
   // Postgres only: there `seq` is assigned at INSERT but visible at COMMIT, so without the
   // per-(table, organization) advisory lock a later seq could become visible before an earlier
   // one. SQLite has one writer at a time, so the race cannot happen there (and transaction A

@@ -102,7 +102,7 @@ interface FieldWorkflowClient {
 }
 
 /**
- * The field workflow of the seed, through a client: a site and a user, a check-in from
+ * The field workflow of the README, through a client: a site and a user, a check-in from
  * pre_checkin to active (with coordinates) to checked_out, a log entry on it, a batch of
  * readings paged through, and a retried create replayed by its Idempotency-Key.
  */

@@ -33,12 +33,10 @@ export interface BenchDatabase {
   dispose(): Promise<void>;
 }
 
-interface RuntimeModules {
-  openDatabase(url: string, options?: { schema?: string; poolMax?: number }): { knex: Knex; close(): Promise<void> };
-  migrateLatest(db: Knex): Promise<string[]>;
-  createApiKey(db: Knex, options: { scopes: readonly string[]; organization?: string; name?: string }): Promise<{ key: { organizationId: string }; secret: string }>;
-  ALL_SCOPES: readonly string[];
-}
+// Typed from the runtime's sources; the code itself is loaded from dist/ (what the server runs).
+type RuntimeModules = typeof import('../../runtime/storage/database')
+  & typeof import('../../runtime/storage/migrate')
+  & Pick<typeof import('../../runtime/auth/apiKeys'), 'createApiKey' | 'ALL_SCOPES'>;
 
 let modules: RuntimeModules | undefined;
 function runtime(): RuntimeModules {

@@ -7,7 +7,6 @@ import { unauthenticated } from '../errors';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import {
   apiKeyExists,
-  countApiKeyRows,
   findApiKeyBySecretHash,
   findOrganizationByName,
   insertApiKey,
@@ -103,10 +102,6 @@ export async function revokeApiKey(db: Knex, keyId: string): Promise<boolean> {
   const changed = await inWriteTransaction(db, (trx) => markApiKeyRevoked(trx, keyId, nowIso()));
   if (changed) return true;
   return apiKeyExists(db, keyId);
-}
-
-export async function countApiKeys(db: Knex): Promise<number> {
-  return countApiKeyRows(db);
 }
 
 /**

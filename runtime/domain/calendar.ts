@@ -1,5 +1,5 @@
 import type { components } from '../../generated/types';
-import { decodeCursor, encodeCursor, malformedCursor, type PageRequest } from '../storage/pagination';
+import { decodeCursor, encodeCursor, MalformedCursorError, type PageRequest } from '../cursor';
 import { occurrenceId, occurrencesOf, OccurrenceTime, parseOccurrenceId } from './recurrence';
 
 /**
@@ -84,6 +84,6 @@ function encodeOccurrenceCursor(startAt: number, scheduleId: string): string {
 function decodeOccurrenceCursor(cursor: string): { startAt: number; scheduleId: string } {
   const [startAt, scheduleId] = decodeCursor(cursor, ['text', 'text']) as [string, string];
   const ms = Date.parse(startAt);
-  if (Number.isNaN(ms)) throw malformedCursor();
+  if (Number.isNaN(ms)) throw new MalformedCursorError();
   return { startAt: ms, scheduleId };
 }

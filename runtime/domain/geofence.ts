@@ -1,5 +1,5 @@
 /**
- * The geofence verdict of a check-in position (decisions.md §3, issue 3). Pure: no storage,
+ * The geofence verdict of a check-in position (docs/architecture.md, "Users and check-ins"). Pure: no storage,
  * no clock. The flags annotate a check-in for a reviewer; they never reject it.
  */
 

@@ -1,6 +1,6 @@
 import type { components } from '../../generated/types';
 import { operations, OperationId } from '../../generated/operations';
-import { decodeCursor, encodeCursor, type Page, type PageRequest } from '../storage/pagination';
+import { decodeCursor, encodeCursor, type Page, type PageRequest } from '../cursor';
 
 export type IntegrationAction = components['schemas']['IntegrationAction'];
 export type IntegrationTrigger = components['schemas']['IntegrationTrigger'];

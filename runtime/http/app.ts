@@ -8,10 +8,11 @@ import { ApiError, unauthenticated } from '../errors';
 import { authenticate, Principal } from '../auth/apiKeys';
 import { setDeprecationHeaders, DeprecationInfo } from './deprecation';
 import { operations, OperationId } from '../../generated/operations';
-import { purgeExpiredIdempotencyKeys } from '../idempotency';
+import { schedulePurge } from '../idempotency/purge';
 import { runOperation, PipelineDeps } from './operationPipeline';
 import { renderError } from './errorRendering';
 import { requestLog } from './requestLog';
+import { contextOf } from './requestContext';
 import { publicRoutes } from './publicRoutes';
 import { contractDocument } from './contractDocuments';
 
@@ -70,8 +71,7 @@ export function createApp(config: Config, options: AppOptions): App {
     postRoutingHandler: async (c: Context, _req: Request, res: Response) => {
       if (!c.operation) return; // also called when routing failed (404/405)
       const op = operations[c.operation.operationId as OperationId];
-      res.locals.operationId = op.operationId;
-      res.locals.route = op.path;
+      Object.assign(contextOf(res), { operationId: op.operationId, route: op.path });
       setDeprecationHeaders(res, deprecationIndex[op.operationId] ?? op);
     },
     unauthorizedHandler: async (c: Context) => {
@@ -89,7 +89,7 @@ export function createApp(config: Config, options: AppOptions): App {
   } as Record<string, (c: Context, ...args: Args) => Promise<void>>);
   void api.init(); // quick mode with an in-memory document: the router is ready when init() returns
   // openapi-backend's router rebuilds its operation list (a lodash chain over every path) twice
-  // per request (style.md, known traps; bench/README.md profile). The contract does not change
+  // per request (docs/architecture.md, "Known traps in the stack"; bench/README.md profile). The contract does not change
   // while the app runs, so the list is built once.
   const allOperations = api.router.getOperations();
   api.router.getOperations = () => allOperations;
@@ -108,17 +108,8 @@ export function createApp(config: Config, options: AppOptions): App {
   });
   app.use(renderError);
 
-  let purgeTimer: NodeJS.Timeout | undefined;
-  const purgeEvery = options.purgeIntervalMs ?? 10 * 60 * 1000;
-  if (purgeEvery > 0) {
-    // expired idempotency rows are removed off the request path; several processes may all
-    // purge, the delete is idempotent
-    purgeTimer = setInterval(() => {
-      purgeExpiredIdempotencyKeys(options.db).catch((err) => logger.warn({ err }, 'idempotency purge failed'));
-    }, purgeEvery);
-    purgeTimer.unref();
-  }
-  return { app, close: () => clearInterval(purgeTimer) };
+  const stopPurge = schedulePurge(options.db, options.purgeIntervalMs ?? 10 * 60 * 1000, logger);
+  return { app, close: stopPurge };
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Response } from 'express';
 import type { OperationInfo } from '../../generated/operations';
 
 /**
- * Deprecation signals (seed "Versioning"): an operation marked `deprecated: true` with
+ * Deprecation signals (docs/architecture.md, "Statuses, errors and versions"): an operation marked `deprecated: true` with
  * `x-sunset` (and `x-deprecated-at`) in the contract answers with `Deprecation` and `Sunset`
  * as HTTP dates, and `Link: <guide>; rel="sunset"` when it names `x-migration-guide`. Set
  * before anything else runs, so error answers and replays carry them too.
@@ -18,7 +18,7 @@ export function setDeprecationHeaders(res: Response, op: DeprecationInfo): void 
 
 /**
  * A date (`2026-11-11`) or date-time from the contract as an HTTP date. A bare date means the
- * start of that day (UTC) for Deprecation and its last second for Sunset, as in the seed's
+ * start of that day (UTC) for Deprecation and its last second for Sunset, as in the product's
  * `Sun, 11 Nov 2026 23:59:59 GMT`.
  */
 export function httpDate(value: string, bareDateMeans: 'start' | 'end'): string {

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
-import type { Logger } from 'pino';
-import { ApiError } from '../errors';
+import { ApiError, errorBody, validationError } from '../errors';
+import { MalformedCursorError } from '../cursor';
+import { contextOf } from './requestContext';
 
 /**
  * The one place that renders errors: `{error, code, details?, requestId}` with the error's
@@ -8,26 +9,20 @@ import { ApiError } from '../errors';
  * answers 500 INTERNAL — no stack trace or SQL reaches the client.
  */
 export function renderError(err: unknown, req: Request, res: Response, _next: NextFunction): void {
-  const requestId: string = res.locals.requestId;
+  const { requestId, log } = contextOf(res);
   const apiError = toApiError(err);
-  if (apiError.status >= 500) {
-    const log: Logger | undefined = res.locals.log;
-    log?.error({ err, requestId }, 'request failed');
-  }
+  if (apiError.status >= 500) log.error({ err, requestId }, 'request failed');
   if (res.headersSent) {
     res.end();
     return;
   }
-  res.status(apiError.status).set(apiError.headers).json({
-    error: apiError.message,
-    code: apiError.code,
-    ...(apiError.details?.length ? { details: apiError.details } : {}),
-    requestId,
-  });
+  res.status(apiError.status).set(apiError.headers).json(errorBody(apiError, requestId));
 }
 
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  // cursors arrive only as the `cursor` query parameter of list operations
+  if (err instanceof MalformedCursorError) return validationError(err.message, [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
   // a path segment with a broken %-escape (`/v1/users/%ZZ`), met while the router decodes it
   if (err instanceof URIError) return new ApiError('VALIDATION_ERROR', 'The URL has a malformed percent-encoding');
   const e = err as { type?: string; status?: number } | undefined;

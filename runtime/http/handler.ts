@@ -3,7 +3,8 @@ import type { Logger } from 'pino';
 import type { operations } from '../../generated/types';
 import type { OperationId } from '../../generated/operations';
 import type { Principal } from '../auth/apiKeys';
-import type { PageRequest } from '../storage/pagination';
+import type { PageRequest } from '../cursor';
+import type { Reply } from '../reply';
 
 /**
  * What a handler gets and returns, typed from the contract (generated/types.ts): path and
@@ -25,7 +26,7 @@ type Responses<O> = O extends { responses: infer R } ? R : never;
 type SuccessStatus = 200 | 201 | 202 | 204;
 
 /** One of the operation's 2xx responses. Errors are thrown as ApiError, never returned. */
-export type Reply<O> = {
+export type OperationReply<O> = {
   [S in keyof Responses<O> & SuccessStatus]: Responses<O>[S] extends { content: { 'application/json': infer B } }
     ? { status: S; body: B; headers?: Record<string, string> }
     : { status: S; body?: undefined; headers?: Record<string, string> };
@@ -44,10 +45,10 @@ export interface HandlerInput<Id extends OperationId> {
   log: Logger;
 }
 
-export type Handler<Id extends OperationId> = (input: HandlerInput<Id>) => Promise<Reply<Op<Id>>>;
+export type Handler<Id extends OperationId> = (input: HandlerInput<Id>) => Promise<OperationReply<Op<Id>>>;
 
 /** A handler as the runtime sees it, with the types erased. */
-export type AnyHandler = (input: HandlerInput<any>) => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>;
+export type AnyHandler = (input: HandlerInput<any>) => Promise<Reply>;
 
 /** Declares the handler of one operation: `export default defineHandler('createSite', async ({ body }) => …)`. */
 export function defineHandler<Id extends OperationId>(_operationId: Id, handler: Handler<Id>): Handler<Id> {

@@ -1,27 +1,17 @@
 import type { Request, Response } from 'express';
 import type { Knex } from 'knex';
-import type { Logger } from 'pino';
 import { operations, OperationId, OperationInfo } from '../../generated/operations';
 import { validators } from '../../generated/validators';
 import { handlers } from '../../generated/handlers';
 import { ApiError, insufficientScope } from '../errors';
 import type { Principal } from '../auth/apiKeys';
-import { inWriteTransaction } from '../storage/writeTransaction';
-import {
-  claimIdempotencyKey,
-  fingerprint,
-  IdempotencySettings,
-  readIdempotencyKey,
-  releaseIdempotencyKey,
-  storeIdempotentResponse,
-  storeIdempotentResponseAlone,
-  Claimed,
-  LeaseLostError,
-  StoredResponse,
-  IDEMPOTENCY_HEADER,
-} from '../idempotency';
+import type { Reply } from '../reply';
+import type { IdempotencySettings } from '../idempotency/claim';
+import { fingerprint, IDEMPOTENCY_HEADER, readIdempotencyKey } from '../idempotency/request';
+import { runWrite } from '../idempotency/writes';
 import { readJsonBody } from './jsonBody';
 import { validateOrThrow } from './validation';
+import { contextOf } from './requestContext';
 
 export interface PipelineDeps {
   db: Knex;
@@ -46,7 +36,8 @@ export async function runOperation(
   res: Response,
 ): Promise<void> {
   const op: OperationInfo = operations[operationId];
-  res.locals.apiKeyId = principal.keyId;
+  const context = contextOf(res);
+  context.apiKeyId = principal.keyId;
   const missing = op.scopes.filter((s) => !principal.scopes.has(s));
   if (missing.length) throw insufficientScope(op.scopes);
 
@@ -65,76 +56,17 @@ export async function runOperation(
     body = validateOrThrow(v.body, rawBody, '');
   }
 
-  const log: Logger = res.locals.log;
-  const input = { operationId, path, query, body, principal, requestId: res.locals.requestId, log } as const;
+  const input = { operationId, path, query, body, principal, requestId: context.requestId, log: context.log } as const;
   const handler = handlers[operationId];
 
-  if (!isWrite) {
-    return send(res, await handler({ ...input, db: deps.db }));
-  }
-  if (idempotencyKey === undefined) {
-    return send(res, await inWriteTransaction(deps.db, (trx) => handler({ ...input, db: trx })));
-  }
-
-  const claim = await claimIdempotencyKey(deps.db, deps.idempotency, principal.keyId, idempotencyKey, requestFingerprint);
-  if (claim.kind === 'replay') {
-    res.set('Idempotent-Replayed', 'true');
-    return send(res, claim.response);
-  }
-  return send(res, await runClaimed(deps, claim, () => inWriteTransaction(deps.db, async (trx) => {
-    const reply = await handler({ ...input, db: trx });
-    await storeIdempotentResponse(trx, claim, storable(reply));
-    return reply;
-  }), input.requestId));
+  if (!isWrite) return send(res, await handler({ ...input, db: deps.db }));
+  const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.keyId, key: idempotencyKey, fingerprint: requestFingerprint };
+  const { reply, replayed } = await runWrite(deps.db, deps.idempotency, keyed, context.requestId, (trx) => handler({ ...input, db: trx }));
+  if (replayed) res.set('Idempotent-Replayed', 'true');
+  send(res, reply);
 }
 
-/**
- * Codes that mean "the request was refused before the operation did anything", wherever they
- * are detected (a handler may validate what the schema cannot express): never stored, the key
- * is released so a corrected request may reuse it (decisions.md §6).
- */
-const REFUSED_BEFORE_RUNNING: ReadonlySet<string> = new Set([
-  'VALIDATION_ERROR', 'INVALID_JSON', 'IDEMPOTENCY_KEY_INVALID', 'UNAUTHENTICATED', 'INSUFFICIENT_SCOPE',
-  'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'RATE_LIMITED',
-]);
-
-/**
- * Runs the claimed operation. Its own 4xx (NOT_FOUND, INVALID_TRANSITION…) is stored like a
- * success, after its writes rolled back; a refusal, a 5xx or a crash releases the claim for a
- * retry. A lost lease means another request owns the key now: leave its row alone.
- */
-async function runClaimed(
-  deps: PipelineDeps,
-  claim: Claimed,
-  work: () => Promise<{ status: number; body?: unknown; headers?: Record<string, string> }>,
-  requestId: string,
-) {
-  try {
-    return await work();
-  } catch (err) {
-    if (err instanceof LeaseLostError) throw err;
-    if (err instanceof ApiError && err.status < 500 && !REFUSED_BEFORE_RUNNING.has(err.code)) {
-      const body = { error: err.message, code: err.code, ...(err.details?.length ? { details: err.details } : {}), requestId };
-      try {
-        await storeIdempotentResponseAlone(deps.db, claim, { status: err.status, headers: err.headers, body });
-      } catch (storeErr) {
-        if (storeErr instanceof LeaseLostError) throw storeErr;
-        await releaseIdempotencyKey(deps.db, claim).catch(() => undefined);
-        throw storeErr;
-      }
-    } else {
-      await releaseIdempotencyKey(deps.db, claim).catch(() => undefined);
-    }
-    throw err;
-  }
-}
-
-/** What is kept of a reply for replays: status, body and the headers the handler set (Location). */
-function storable(reply: { status: number; body?: unknown; headers?: Record<string, string> }): StoredResponse {
-  return { status: reply.status, headers: reply.headers ?? {}, body: reply.body };
-}
-
-function send(res: Response, reply: { status: number; body?: unknown; headers?: Record<string, string> }): void {
+function send(res: Response, reply: Reply): void {
   if (reply.headers) res.set(reply.headers);
   if (reply.body === undefined) res.status(reply.status).end();
   else res.status(reply.status).json(reply.body);

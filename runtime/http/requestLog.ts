@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
+import { startContext } from './requestContext';
 
 /**
  * Gives every request an id (`X-Request-Id` on every response) and writes one structured log
@@ -11,18 +12,17 @@ export function requestLog(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const started = process.hrtime.bigint();
     const requestId = `req_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
-    res.locals.requestId = requestId;
-    res.locals.log = logger;
+    const context = startContext(res, { requestId, log: logger });
     res.setHeader('X-Request-Id', requestId);
     res.on('finish', () => {
       logger.info({
         requestId,
         method: req.method,
-        route: res.locals.route ?? null,
-        operationId: res.locals.operationId ?? null,
+        route: context.route ?? null,
+        operationId: context.operationId ?? null,
         status: res.statusCode,
         durationMs: Number(process.hrtime.bigint() - started) / 1e6,
-        apiKeyId: res.locals.apiKeyId ?? null,
+        apiKeyId: context.apiKeyId ?? null,
       }, 'request');
     });
     next();

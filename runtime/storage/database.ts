@@ -68,7 +68,7 @@ function sqliteFilename(url: string): string {
 }
 
 /**
- * Knex's better-sqlite3 dialect prepares every statement anew (style.md, known traps): on the
+ * Knex's better-sqlite3 dialect prepares every statement anew (docs/architecture.md, "Known traps in the stack"): on the
  * hot paths preparing costs more than running. Statements are plain SQL text with `?`
  * bindings, so one prepared statement per distinct text can be reused; knex only calls
  * `.all()`/`.run()` on them (synchronously, never an open iterator), so reuse is safe.

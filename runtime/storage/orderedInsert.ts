@@ -4,7 +4,7 @@ import { dialectOf } from './databaseErrors';
 /**
  * Makes the inserts of one organization into one listed table commit in `seq` order.
  *
- * Lists page by keyset on `seq` (pagination.ts), and decisions.md §4 promises that a walk
+ * Lists page by keyset on `seq` (pagination.ts), and docs/architecture.md ("Lists and cursors") promises that a walk
  * through all pages returns every item exactly once, even while items are added. On Postgres
  * `seq` is assigned at INSERT but becomes visible at COMMIT: if transaction A takes seq 10 and
  * B takes seq 11, B commits, a reader pages past 11, and then A commits, item 10 is never

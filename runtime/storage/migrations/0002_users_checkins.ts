@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 
 /**
- * User profiles and check-ins (decisions.md §3). The check-in's geofence verdict is stored,
+ * User profiles and check-ins (docs/architecture.md, "Users and check-ins"). The check-in's geofence verdict is stored,
  * not recomputed on read: it describes the position at the moment it was reported, against the
  * site as it was then. Each list filter has an index ending in `seq`, so a filtered page is an
  * index range scan in list order.
@@ -31,7 +31,7 @@ export async function up(knex: Knex): Promise<void> {
     t.string('id', 40).notNullable().unique();
     t.string('org_id', 40).notNullable().references('id').inTable('organizations');
     t.string('user_id', 200).notNullable();
-    // deliberately not a foreign key: `siteId` need not name an existing site (decisions.md §3)
+    // deliberately not a foreign key: `siteId` need not name an existing site (docs/architecture.md, "Users and check-ins")
     t.string('site_id', 200).notNullable();
     t.string('status', 20).notNullable();
     t.string('arrival_window_start_at', 30);

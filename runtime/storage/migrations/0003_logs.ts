@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 
 /**
- * Append-only log entries (decisions.md §3): no `updated_at`, and nothing ever updates or
+ * Append-only log entries (docs/architecture.md, "Logs and sensor readings"): no `updated_at`, and nothing ever updates or
  * deletes a row. The one list is "the entries of one entity, oldest first", so its index
  * ends in `seq`, making a page an index range scan in list order.
  */

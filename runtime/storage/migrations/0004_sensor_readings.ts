@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 
 /**
- * Sensor readings (decisions.md §3), meant for millions of rows per organization.
+ * Sensor readings (docs/architecture.md, "Logs and sensor readings"), meant for millions of rows per organization.
  *
  * - `sensor_readings_dedup` is the identity of a reading (provider, sensor, metric, instant)
  *   per organization; ingestion relies on it with `ON CONFLICT DO NOTHING`. It also serves the

@@ -67,7 +67,7 @@ export async function apiKeyExists(db: Knex, keyId: string): Promise<boolean> {
   return Boolean(await db('api_keys').where({ id: keyId }).first());
 }
 
-export async function countApiKeyRows(db: Knex): Promise<number> {
+export async function countApiKeys(db: Knex): Promise<number> {
   const row = await db('api_keys').count({ n: '*' }).first();
   return Number(row?.n ?? 0);
 }

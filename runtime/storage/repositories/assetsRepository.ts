@@ -2,7 +2,8 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 
@@ -47,7 +48,7 @@ function liveAssets(db: Knex, orgId: string) {
   return db<AssetRow>('assets').where({ org_id: orgId }).whereNull('deleted_at');
 }
 
-export async function createAsset(db: Knex, orgId: string, input: AssetCreate): Promise<Asset> {
+export async function insertAsset(db: Knex, orgId: string, input: AssetCreate): Promise<Asset> {
   const now = nowIso();
   const row: Omit<AssetRow, 'seq'> = {
     id: newId('ast'),
@@ -80,8 +81,8 @@ export async function listAssets(db: Knex, orgId: string, filters: AssetFilters,
   return fetchPage(query, ['seq'], page, toAsset);
 }
 
-/** Applies the fields present in `changes`; undefined when no live asset has that id. */
-export async function updateAsset(db: Knex, orgId: string, id: string, changes: AssetUpdate): Promise<Asset | undefined> {
+/** Applies the fields present in `changes`; false when no live asset has that id. */
+export async function updateAsset(db: Knex, orgId: string, id: string, changes: AssetUpdate): Promise<boolean> {
   const columns: Partial<AssetRow> = { updated_at: nowIso() };
   if (changes.name !== undefined) columns.name = changes.name;
   if (changes.siteId !== undefined) columns.site_id = changes.siteId;
@@ -89,8 +90,7 @@ export async function updateAsset(db: Knex, orgId: string, id: string, changes: 
   if (changes.serialNumber !== undefined) columns.serial_number = changes.serialNumber;
   if (changes.status !== undefined) columns.status = changes.status;
   if (changes.attributes !== undefined) columns.attributes = JSON.stringify(changes.attributes);
-  const updated = await liveAssets(db, orgId).where({ id }).update(columns);
-  return updated ? findAsset(db, orgId, id) : undefined;
+  return (await liveAssets(db, orgId).where({ id }).update(columns)) > 0;
 }
 
 /** Turns a live asset into a tombstone; false when no live asset has that id. */

@@ -1,7 +1,8 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 

@@ -1,8 +1,9 @@
 import { Knex } from 'knex';
+import type { Reply } from '../../reply';
 
 /**
  * The SQL of the `idempotency_keys` table. The claim state machine, its decisions and its
- * errors live in runtime/idempotency.ts; these functions only run its statements.
+ * errors live in runtime/idempotency/claim.ts; these functions only run its statements.
  */
 
 export interface IdempotencyRow {
@@ -61,12 +62,6 @@ export async function takeOverStaleLease(
     .update({ lock_token: token, locked_until: lockedUntil });
 }
 
-export interface IdempotencyResponseColumns {
-  status: number;
-  headers: Record<string, string>;
-  body: unknown;
-}
-
 /**
  * Marks the claim completed with its response. Fenced on the lock token: when the claim was
  * taken over meanwhile, nothing changes. Returns how many rows changed.
@@ -76,7 +71,7 @@ export async function completeIdempotencyKey(
   apiKeyId: string,
   key: string,
   token: string,
-  response: IdempotencyResponseColumns,
+  response: Reply,
 ): Promise<number> {
   return trx('idempotency_keys')
     .where({ api_key_id: apiKeyId, idempotency_key: key, state: 'in_progress', lock_token: token })
@@ -85,7 +80,7 @@ export async function completeIdempotencyKey(
       lock_token: null,
       locked_until: null,
       response_status: response.status,
-      response_headers: JSON.stringify(response.headers),
+      response_headers: JSON.stringify(response.headers ?? {}),
       response_body: response.body === undefined ? null : JSON.stringify(response.body),
     });
 }

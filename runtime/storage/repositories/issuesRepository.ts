@@ -1,9 +1,8 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
-import { timestampsAfter } from '../../domain/issueLifecycle';
 import { newId } from '../../ids';
-import { nowIso, normalizeTimestamp, normalizeOptionalTimestamp } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 
@@ -53,30 +52,38 @@ function toIssue(row: IssueRow): Issue {
   };
 }
 
-export async function createIssue(db: Knex, orgId: string, input: IssueCreate): Promise<Issue> {
-  const now = nowIso();
-  const status = input.status ?? 'open';
-  const stamps = timestampsAfter(undefined, { resolvedAt: null, closedAt: null }, status, now);
+/** Everything of an issue but what the repository assigns (id, createdAt, updatedAt). */
+export type IssueFields = Omit<Issue, 'id' | 'createdAt' | 'updatedAt'>;
+
+export async function insertIssue(db: Knex, orgId: string, fields: IssueFields, now: string): Promise<Issue> {
   const row: Omit<IssueRow, 'seq'> = {
     id: newId('iss'),
     org_id: orgId,
-    title: input.title,
-    description: input.description ?? null,
-    status,
-    priority: input.priority ?? 'medium',
-    site_id: input.siteId ?? null,
-    asset_id: input.assetId ?? null,
-    run_id: input.runId ?? null,
-    assignee_user_id: input.assigneeUserId ?? null,
-    due_at: input.dueAt === undefined ? null : normalizeTimestamp(input.dueAt),
-    resolved_at: stamps.resolvedAt,
-    closed_at: stamps.closedAt,
+    ...toColumns(fields),
     created_at: now,
     updated_at: now,
-  };
+  } as Omit<IssueRow, 'seq'>;
   await lockForOrderedInsert(db, 'issues', orgId);
   await db('issues').insert(row);
   return toIssue({ seq: 0, ...row });
+}
+
+/** The columns of the fields present in `fields`. */
+function toColumns(fields: Partial<IssueFields> & { updatedAt?: string }): Partial<IssueRow> {
+  const columns: Partial<IssueRow> = {};
+  if (fields.title !== undefined) columns.title = fields.title;
+  if (fields.description !== undefined) columns.description = fields.description;
+  if (fields.status !== undefined) columns.status = fields.status;
+  if (fields.priority !== undefined) columns.priority = fields.priority;
+  if (fields.siteId !== undefined) columns.site_id = fields.siteId;
+  if (fields.assetId !== undefined) columns.asset_id = fields.assetId;
+  if (fields.runId !== undefined) columns.run_id = fields.runId;
+  if (fields.assigneeUserId !== undefined) columns.assignee_user_id = fields.assigneeUserId;
+  if (fields.dueAt !== undefined) columns.due_at = fields.dueAt;
+  if (fields.resolvedAt !== undefined) columns.resolved_at = fields.resolvedAt;
+  if (fields.closedAt !== undefined) columns.closed_at = fields.closedAt;
+  if (fields.updatedAt !== undefined) columns.updated_at = fields.updatedAt;
+  return columns;
 }
 
 export async function findIssue(db: Knex, orgId: string, id: string): Promise<Issue | undefined> {
@@ -95,27 +102,13 @@ export async function listIssues(db: Knex, orgId: string, filters: IssueFilters,
   return fetchPage(query, ['seq'], page, toIssue);
 }
 
-/** Applies the fields present in `changes` and keeps resolvedAt/closedAt in step; undefined when the issue does not exist. */
-export async function updateIssue(db: Knex, orgId: string, id: string, changes: IssueUpdate): Promise<Issue | undefined> {
-  // Read-then-write inside the request's transaction: the new timestamps depend on the old status.
-  const current = await db<IssueRow>('issues').where({ org_id: orgId, id }).forUpdate().first();
-  if (!current) return undefined;
-  const now = nowIso();
-  const columns: Partial<IssueRow> = { updated_at: now };
-  if (changes.title !== undefined) columns.title = changes.title;
-  if (changes.description !== undefined) columns.description = changes.description;
-  if (changes.priority !== undefined) columns.priority = changes.priority;
-  if (changes.siteId !== undefined) columns.site_id = changes.siteId;
-  if (changes.assetId !== undefined) columns.asset_id = changes.assetId;
-  if (changes.runId !== undefined) columns.run_id = changes.runId;
-  if (changes.assigneeUserId !== undefined) columns.assignee_user_id = changes.assigneeUserId;
-  if (changes.dueAt !== undefined) columns.due_at = normalizeOptionalTimestamp(changes.dueAt) ?? null;
-  if (changes.status !== undefined) {
-    const stamps = timestampsAfter(current.status, { resolvedAt: current.resolved_at, closedAt: current.closed_at }, changes.status, now);
-    columns.status = changes.status;
-    columns.resolved_at = stamps.resolvedAt;
-    columns.closed_at = stamps.closedAt;
-  }
-  await db('issues').where({ org_id: orgId, id }).update(columns);
-  return toIssue({ ...current, ...columns });
+/** The issue locked for a read-modify-write (on Postgres; SQLite serializes writers anyway). */
+export async function findIssueForUpdate(db: Knex, orgId: string, id: string): Promise<Issue | undefined> {
+  const row = await db<IssueRow>('issues').where({ org_id: orgId, id }).forUpdate().first();
+  return row && toIssue(row);
+}
+
+/** Writes the fields present in `changes`. */
+export async function updateIssue(db: Knex, orgId: string, id: string, changes: Partial<IssueFields> & { updatedAt: string }): Promise<void> {
+  await db('issues').where({ org_id: orgId, id }).update(toColumns(changes));
 }

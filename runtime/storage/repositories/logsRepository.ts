@@ -2,7 +2,8 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Log = components['schemas']['Log'];
@@ -34,7 +35,7 @@ function toLog(row: LogRow): Log {
 }
 
 /** Appends an entry. Defaults (`comment`, `api`) come from the contract, filled in by validation. */
-export async function createLog(db: Knex, orgId: string, input: LogCreate): Promise<Log> {
+export async function insertLog(db: Knex, orgId: string, input: LogCreate): Promise<Log> {
   const row: Omit<LogRow, 'seq'> = {
     id: newId('log'),
     org_id: orgId,

@@ -1,11 +1,10 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
-import { Answers, AnswerValue, completeAnswers, mergeAnswers, TemplateItem } from '../../domain/runAnswers';
-import { alreadyExists, invalidTransition } from '../../errors';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { isUniqueViolation } from '../databaseErrors';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import { translateErrors } from '../databaseErrors';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 
@@ -75,12 +74,14 @@ export interface RunStart {
   occurrenceId?: string;
 }
 
-/** Starts a run; 409 ALREADY_EXISTS when its occurrence already has one. */
-export async function createRun(db: Knex, orgId: string, start: RunStart): Promise<Run> {
-  if (start.occurrenceId !== undefined) {
-    const existing = await db('runs').where({ org_id: orgId, occurrence_id: start.occurrenceId }).first('id');
-    if (existing) throw occurrenceTaken(start.occurrenceId, existing.id);
-  }
+/** The id of the run started for an occurrence, if any. */
+export async function findRunIdOfOccurrence(db: Knex, orgId: string, occurrenceId: string): Promise<string | undefined> {
+  const row = await db('runs').where({ org_id: orgId, occurrence_id: occurrenceId }).first('id');
+  return row?.id;
+}
+
+/** Inserts a run in progress; the unique index on its occurrence refuses a second (UniqueViolation). */
+export async function insertRun(db: Knex, orgId: string, start: RunStart): Promise<Run> {
   const now = nowIso();
   const row: Omit<RunRow, 'seq'> = {
     id: newId('run'),
@@ -101,18 +102,8 @@ export async function createRun(db: Knex, orgId: string, start: RunStart): Promi
     updated_at: now,
   };
   await lockForOrderedInsert(db, 'runs', orgId);
-  try {
-    await db('runs').insert(row);
-  } catch (err) {
-    // two requests racing for the same occurrence: the unique index decides
-    if (isUniqueViolation(db, err) && start.occurrenceId !== undefined) throw occurrenceTaken(start.occurrenceId);
-    throw err;
-  }
+  await translateErrors(db, 'runs', () => db('runs').insert(row));
   return (await findRun(db, orgId, row.id))!;
-}
-
-function occurrenceTaken(occurrenceId: string, runId?: string) {
-  return alreadyExists(`Occurrence ${occurrenceId} already has a run${runId ? ` (${runId})` : ''}`);
 }
 
 export async function findRun(db: Knex, orgId: string, id: string): Promise<Run | undefined> {
@@ -132,36 +123,24 @@ export async function listRuns(db: Knex, orgId: string, filters: RunFilters, pag
 }
 
 /** The run locked for a read-modify-write (on Postgres; Knex drops the clause on SQLite, which serializes writers anyway). */
-async function runForUpdate(db: Knex, orgId: string, id: string): Promise<RunWithItems | undefined> {
-  return runsWithItems(db, orgId).where('runs.id', id).first().forUpdate('runs');
+export async function findRunForUpdate(db: Knex, orgId: string, id: string): Promise<Run | undefined> {
+  const row = await runsWithItems(db, orgId).where('runs.id', id).first().forUpdate('runs');
+  return row && toRun(row);
 }
 
-function assertInProgress(row: RunRow): void {
-  if (row.status !== 'in_progress') throw invalidTransition(`Run ${row.id} is ${row.status} and can no longer change`);
+export async function updateRunAnswers(db: Knex, orgId: string, run: Pick<Run, 'id' | 'answers' | 'updatedAt'>): Promise<void> {
+  await db('runs').where({ org_id: orgId, id: run.id }).update({ answers: JSON.stringify(run.answers), updated_at: run.updatedAt });
 }
 
-/** Merges answers into an in-progress run; undefined when the run does not exist. */
-export async function answerRun(db: Knex, orgId: string, id: string, changes: Record<string, AnswerValue | null>): Promise<Run | undefined> {
-  const row = await runForUpdate(db, orgId, id);
-  if (!row) return undefined;
-  assertInProgress(row);
-  const items: TemplateItem[] = JSON.parse(row.items);
-  const answers = mergeAnswers(items, Number(row.template_version), JSON.parse(row.answers) as Answers, changes);
-  const columns = { answers: JSON.stringify(answers), updated_at: nowIso() };
-  await db('runs').where({ org_id: orgId, id }).update(columns);
-  return toRun({ ...row, ...columns });
-}
-
-/** Completes an in-progress run whose required items are answered; undefined when the run does not exist. */
-export async function completeRun(db: Knex, orgId: string, id: string): Promise<Run | undefined> {
-  const row = await runForUpdate(db, orgId, id);
-  if (!row) return undefined;
-  assertInProgress(row);
-  const result = completeAnswers(JSON.parse(row.items), JSON.parse(row.answers));
-  const now = nowIso();
-  const columns = { status: 'completed' as const, score: result.score, failed_item_ids: JSON.stringify(result.failedItemIds), completed_at: now, updated_at: now };
-  await db('runs').where({ org_id: orgId, id, status: 'in_progress' }).update(columns);
-  return toRun({ ...row, ...columns });
+/** Writes the completion of a run still in progress. */
+export async function markRunCompleted(db: Knex, orgId: string, run: Pick<Run, 'id' | 'score' | 'failedItemIds' | 'completedAt' | 'updatedAt'>): Promise<void> {
+  await db('runs').where({ org_id: orgId, id: run.id, status: 'in_progress' }).update({
+    status: 'completed',
+    score: run.score,
+    failed_item_ids: JSON.stringify(run.failedItemIds),
+    completed_at: run.completedAt,
+    updated_at: run.updatedAt,
+  });
 }
 
 /** The runs started for the given occurrences, by occurrence id. */

@@ -2,7 +2,8 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 
@@ -38,7 +39,7 @@ function toSchedule(row: ScheduleRow): Schedule {
   };
 }
 
-/** A schedule's fields as the handlers have checked and normalized them. */
+/** A schedule's fields as the domain (runtime/domain/schedules.ts) has checked and normalized them. */
 export interface ScheduleContent {
   templateId: string;
   siteId: string;
@@ -49,7 +50,7 @@ export interface ScheduleContent {
   recurrence: string | null;
 }
 
-export async function createSchedule(db: Knex, orgId: string, content: ScheduleContent): Promise<Schedule> {
+export async function insertSchedule(db: Knex, orgId: string, content: ScheduleContent): Promise<Schedule> {
   const now = nowIso();
   const row: Omit<ScheduleRow, 'seq'> = {
     id: newId('sch'),
@@ -89,8 +90,8 @@ export async function listSchedules(db: Knex, orgId: string, filters: ScheduleFi
   return fetchPage(filtered(db, orgId, filters), ['seq'], page, toSchedule);
 }
 
-/** Applies the fields present in `changes`; undefined when the schedule does not exist. */
-export async function updateSchedule(db: Knex, orgId: string, id: string, changes: Partial<ScheduleContent>): Promise<Schedule | undefined> {
+/** Applies the fields present in `changes`; false when the schedule does not exist. */
+export async function updateSchedule(db: Knex, orgId: string, id: string, changes: Partial<ScheduleContent>): Promise<boolean> {
   const columns: Partial<ScheduleRow> = { updated_at: nowIso() };
   if (changes.templateId !== undefined) columns.template_id = changes.templateId;
   if (changes.siteId !== undefined) columns.site_id = changes.siteId;
@@ -99,8 +100,7 @@ export async function updateSchedule(db: Knex, orgId: string, id: string, change
   if (changes.startsAt !== undefined) columns.starts_at = changes.startsAt;
   if (changes.durationMinutes !== undefined) columns.duration_minutes = changes.durationMinutes;
   if (changes.recurrence !== undefined) columns.recurrence = changes.recurrence;
-  const updated = await db('schedules').where({ org_id: orgId, id }).update(columns);
-  return updated ? findSchedule(db, orgId, id) : undefined;
+  return (await db('schedules').where({ org_id: orgId, id }).update(columns)) > 0;
 }
 
 export async function deleteSchedule(db: Knex, orgId: string, id: string): Promise<boolean> {

@@ -2,7 +2,8 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newIdBatch } from '../../ids';
 import { normalizeTimestamp, nowIso } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { dialectOf } from '../databaseErrors';
 import { rowsOf } from '../rawRows';
 import type { ListFilters } from '../listFilters';
@@ -36,7 +37,7 @@ const IDENTITY_COLUMNS = 'provider, sensor_external_id, metric, occurred_at';
 /**
  * Readings per duplicate look-up: 500 × 4 parameters stays far below the bound-parameter limits
  * (SQLite 32766, Postgres 65535). Inserts do not use Knex's multi-row insert at all: on SQLite it
- * compiles to a compound select, which fails above 500 rows (style.md, known traps).
+ * compiles to a compound select, which fails above 500 rows (docs/architecture.md, "Known traps in the stack").
  */
 const LOOKUP_ROWS_PER_STATEMENT = 500;
 
@@ -58,7 +59,7 @@ function toReading(row: SensorReadingRow | NewRow): SensorReading {
   };
 }
 
-/** The identity of a reading within an organization (decisions.md §3). */
+/** The identity of a reading within an organization (docs/architecture.md, "Logs and sensor readings"). */
 function identityOf(row: { provider: string; sensor_external_id: string; metric: string; occurred_at: string }): string {
   return JSON.stringify([row.provider, row.sensor_external_id, row.metric, row.occurred_at]);
 }
@@ -132,7 +133,7 @@ export async function ingestSensorReadings(db: Knex, orgId: string, inputs: read
  * SQLite: one prepared single-row statement run per reading on the transaction's own
  * better-sqlite3 connection. Measured faster than multi-row `VALUES … RETURNING` there (no
  * result buffering, no 5500-parameter statement to compile) and it skips Knex, which prepares
- * every statement anew (style.md, known traps). `changes` says whether the row was new.
+ * every statement anew (docs/architecture.md, "Known traps in the stack"). `changes` says whether the row was new.
  */
 async function insertOnSqlite(db: Knex, rows: readonly NewRow[]): Promise<Set<string>> {
   const inserted = new Set<string>();

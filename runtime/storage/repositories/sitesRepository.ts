@@ -2,7 +2,8 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Site = components['schemas']['Site'];
@@ -39,7 +40,7 @@ function toSite(row: SiteRow): Site {
   };
 }
 
-export async function createSite(db: Knex, orgId: string, input: SiteCreate): Promise<Site> {
+export async function insertSite(db: Knex, orgId: string, input: SiteCreate): Promise<Site> {
   const now = nowIso();
   const row: Omit<SiteRow, 'seq'> = {
     id: newId('site'),
@@ -67,8 +68,8 @@ export async function listSites(db: Knex, orgId: string, page: PageRequest): Pro
   return fetchPage(db<SiteRow>('sites').where({ org_id: orgId }), ['seq'], page, toSite);
 }
 
-/** Applies the fields present in `changes`; undefined when the site does not exist. */
-export async function updateSite(db: Knex, orgId: string, id: string, changes: SiteUpdate): Promise<Site | undefined> {
+/** Applies the fields present in `changes`; false when the site does not exist. */
+export async function updateSite(db: Knex, orgId: string, id: string, changes: SiteUpdate): Promise<boolean> {
   const columns: Partial<SiteRow> = { updated_at: nowIso() };
   if (changes.name !== undefined) columns.name = changes.name;
   if (changes.address !== undefined) columns.address = changes.address;
@@ -76,8 +77,7 @@ export async function updateSite(db: Knex, orgId: string, id: string, changes: S
   if (changes.longitude !== undefined) columns.longitude = changes.longitude;
   if (changes.geofenceRadiusMeters !== undefined) columns.geofence_radius_meters = changes.geofenceRadiusMeters;
   if (changes.timezone !== undefined) columns.timezone = changes.timezone;
-  const updated = await db('sites').where({ org_id: orgId, id }).update(columns);
-  return updated ? findSite(db, orgId, id) : undefined;
+  return (await db('sites').where({ org_id: orgId, id }).update(columns)) > 0;
 }
 
 export async function deleteSite(db: Knex, orgId: string, id: string): Promise<boolean> {

@@ -1,12 +1,13 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
-import type { TemplateItem } from '../../domain/runAnswers';
 import { newId } from '../../ids';
 import { nowIso } from '../../time';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 
 export type Template = components['schemas']['Template'];
+type TemplateItem = components['schemas']['TemplateItem'];
 
 interface TemplateRow {
   seq: number;
@@ -44,7 +45,7 @@ export interface TemplateContent {
   items: TemplateItem[];
 }
 
-export async function createTemplate(db: Knex, orgId: string, content: TemplateContent): Promise<Template> {
+export async function insertTemplate(db: Knex, orgId: string, content: TemplateContent): Promise<Template> {
   const now = nowIso();
   const row: Omit<TemplateRow, 'seq'> = {
     id: newId('tpl'),
@@ -59,8 +60,18 @@ export async function createTemplate(db: Knex, orgId: string, content: TemplateC
   };
   await lockForOrderedInsert(db, 'templates', orgId);
   await db('templates').insert(row);
-  await db('template_versions').insert({ template_id: row.id, version: 1, org_id: orgId, items: row.items, created_at: now });
   return toTemplate({ seq: 0, ...row });
+}
+
+/** Keeps the items of one version: runs read the version they were started with, whatever came after. */
+export async function insertTemplateVersion(db: Knex, orgId: string, template: Pick<Template, 'id' | 'version' | 'items' | 'updatedAt'>): Promise<void> {
+  await db('template_versions').insert({
+    template_id: template.id,
+    version: template.version,
+    org_id: orgId,
+    items: JSON.stringify(template.items),
+    created_at: template.updatedAt,
+  });
 }
 
 export async function findTemplate(db: Knex, orgId: string, id: string): Promise<Template | undefined> {
@@ -73,32 +84,26 @@ export async function listTemplates(db: Knex, orgId: string, page: PageRequest):
 }
 
 /**
- * Applies the changes as a new version and keeps a snapshot of its items; undefined when the
- * template does not exist. The row is locked first so that two concurrent updates make two
- * versions rather than one lost update (SQLite serializes writers anyway).
+ * The template locked for a read-modify-write: two concurrent updates then make two versions
+ * rather than one lost update (Knex drops FOR UPDATE on SQLite, which serializes writers anyway).
  */
-export async function updateTemplate(db: Knex, orgId: string, id: string, changes: Partial<TemplateContent>): Promise<Template | undefined> {
-  // Knex drops FOR UPDATE on SQLite, which serializes writers anyway
-  const current = await live(db, orgId).where({ id }).first().forUpdate();
-  if (!current) return undefined;
-  const now = nowIso();
-  const version = Number(current.version) + 1;
-  const items = changes.items === undefined ? current.items : JSON.stringify(changes.items);
-  const columns: Partial<TemplateRow> = { version, items, updated_at: now };
-  if (changes.name !== undefined) columns.name = changes.name;
-  if (changes.description !== undefined) columns.description = changes.description;
-  await db('templates').where({ org_id: orgId, id }).update(columns);
-  await db('template_versions').insert({ template_id: id, version, org_id: orgId, items, created_at: now });
-  return toTemplate({ ...current, ...columns });
+export async function findTemplateForUpdate(db: Knex, orgId: string, id: string): Promise<Template | undefined> {
+  const row = await live(db, orgId).where({ id }).first().forUpdate();
+  return row && toTemplate(row);
+}
+
+/** Writes a template's new version; the caller has read and locked it (findTemplateForUpdate). */
+export async function updateTemplate(db: Knex, orgId: string, next: Template): Promise<void> {
+  await db('templates').where({ org_id: orgId, id: next.id }).update({
+    name: next.name,
+    description: next.description,
+    version: next.version,
+    items: JSON.stringify(next.items),
+    updated_at: next.updatedAt,
+  });
 }
 
 /** Soft delete: the version snapshots stay, because runs of the template still read them. */
 export async function deleteTemplate(db: Knex, orgId: string, id: string): Promise<boolean> {
   return (await live(db, orgId).where({ id }).update({ deleted_at: nowIso() })) > 0;
-}
-
-/** The items of one version of a template (deleted or not); undefined when there is no such version. */
-export async function findTemplateVersionItems(db: Knex, orgId: string, templateId: string, version: number): Promise<TemplateItem[] | undefined> {
-  const row = await db('template_versions').where({ org_id: orgId, template_id: templateId, version }).first('items');
-  return row && JSON.parse(row.items);
 }

@@ -1,16 +1,18 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
-import { alreadyExists } from '../../errors';
 import { newId } from '../../ids';
 import { nowIso, normalizeOptionalTimestamp } from '../../time';
-import { isUniqueViolation } from '../databaseErrors';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
+import { translateErrors } from '../databaseErrors';
+import type { ListFilters } from '../listFilters';
 
 export type User = components['schemas']['User'];
 export type UserCreate = components['schemas']['UserCreate'];
 export type UserUpdate = components['schemas']['UserUpdate'];
 export type LastLocationSource = components['schemas']['LastLocationSource'];
+export type UserFilters = ListFilters<'listUsers'>;
 
 interface UserRow {
   seq: number;
@@ -81,7 +83,8 @@ function lastLocationColumns(fields: UserUpdate): Partial<LastLocationColumns> {
   return columns;
 }
 
-export async function createUser(db: Knex, orgId: string, input: UserCreate): Promise<User> {
+/** Inserts a profile; the unique (organization, userId) index refuses a second one. */
+export async function insertUser(db: Knex, orgId: string, input: UserCreate): Promise<User> {
   const now = nowIso();
   const { userId, ...location } = input;
   const row: Omit<UserRow, 'seq'> = {
@@ -100,12 +103,7 @@ export async function createUser(db: Knex, orgId: string, input: UserCreate): Pr
     updated_at: now,
   };
   await lockForOrderedInsert(db, 'users', orgId);
-  try {
-    await db('users').insert(row);
-  } catch (err) {
-    if (isUniqueViolation(db, err)) throw alreadyExists(`A user profile for userId ${userId} already exists`);
-    throw err;
-  }
+  await translateErrors(db, 'users', () => db('users').insert(row));
   return toUser({ seq: 0, ...row });
 }
 
@@ -119,18 +117,18 @@ export async function findUserByUserId(db: Knex, orgId: string, userId: string):
   return row && toUser(row);
 }
 
-export async function listUsers(db: Knex, orgId: string, filter: { userId?: string }, page: PageRequest): Promise<Page<User>> {
+export async function listUsers(db: Knex, orgId: string, filter: UserFilters, page: PageRequest): Promise<Page<User>> {
   const query = db<UserRow>('users').where({ org_id: orgId });
   if (filter.userId !== undefined) query.where({ user_id: filter.userId });
   return fetchPage(query, ['seq'], page, toUser);
 }
 
-/** Applies the last-location fields present in `changes`; undefined when the profile does not exist. */
-export async function updateUser(db: Knex, orgId: string, id: string, changes: UserUpdate): Promise<User | undefined> {
+/** Applies the last-location fields present in `changes`; false when the profile does not exist. */
+export async function updateUser(db: Knex, orgId: string, id: string, changes: UserUpdate): Promise<boolean> {
   const updated = await db('users')
     .where({ org_id: orgId, id })
     .update({ ...lastLocationColumns(changes), updated_at: nowIso() });
-  return updated ? findUser(db, orgId, id) : undefined;
+  return updated > 0;
 }
 
 /** Replaces the last location of `userId`'s profile; does nothing when there is no profile. */

@@ -1,6 +1,7 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
-import { fetchPage, Page, PageRequest } from '../pagination';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
 import type { ListFilters } from '../listFilters';
 
 export type WebhookSubscription = components['schemas']['WebhookSubscription'];

@@ -5,13 +5,14 @@ import { normalizeTimestamp, nowIso } from '../time';
 import { geofenceVerdict, GeofenceVerdict, NO_VERDICT, PreviousLocation } from './geofence';
 import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfStatus } from '../storage/repositories/checkinsRepository';
 import { findSite } from '../storage/repositories/sitesRepository';
-import { findUserByUserId, LastLocationSource, refreshLastLocation, User } from '../storage/repositories/usersRepository';
+import { findUserByUserId, LastLocationSource, User } from '../storage/repositories/usersRepository';
+import { refreshLastLocation } from './users';
 
 /**
- * The check-in lifecycle (decisions.md §3): `pre_checkin → active → checked_out`, the
- * server-set times, the geofence verdict and the refresh of the user's last location. Every
- * write goes through the `db` it is given: the request's transaction, so the check-in and the
- * profile refresh commit (or roll back) together.
+ * Every write of a check-in, and its lifecycle (docs/architecture.md, "Product rules"):
+ * `pre_checkin → active → checked_out`, the server-set times, the geofence verdict and the
+ * refresh of the user's last location. Every write goes through the `db` it is given: the
+ * request's transaction, so the check-in and the profile refresh commit (or roll back) together.
  */
 
 type CheckinCreate = components['schemas']['CheckinCreate'];

@@ -1,22 +1,26 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { Knex } from 'knex';
-import { ApiError } from './errors';
-import { inWriteTransaction } from './storage/writeTransaction';
+import type { Reply } from '../reply';
+import { ApiError } from '../errors';
+import { inWriteTransaction } from '../storage/writeTransaction';
 import {
   completeIdempotencyKey,
   deleteClaim,
-  deleteExpiredBatch,
   findIdempotencyKey,
   IdempotencyRow,
   insertClaimIfAbsent,
   takeOverExpired,
   takeOverStaleLease,
-} from './storage/repositories/idempotencyKeysRepository';
+} from '../storage/repositories/idempotencyKeysRepository';
 
 /**
- * Idempotency-Key (seed "Limits", decisions.md §6). One mechanism for every POST, PATCH and
- * DELETE, with all state in the `idempotency_keys` table so that any number of server
- * processes on one database behave as one:
+ * The claim on an Idempotency-Key and its lease: how a request takes a key, stores its answer
+ * and lets go of it. Everything else of idempotency (the header, the store-or-release policy,
+ * the purge) calls only the functions below, so the mechanism can change here alone.
+ * docs/architecture.md, "Idempotency", has the rules and their reasons.
+ *
+ * All state is in the `idempotency_keys` table, so that any number of server processes on one
+ * database behave as one:
  *
  * 1. claim: insert the row (ON CONFLICT DO NOTHING) and commit it on its own, before the
  *    operation runs — a concurrent duplicate sees the row at once and answers
@@ -31,18 +35,13 @@ import {
  * rejected before the operation ran, and 5xx — the claim is released so a retry runs again.
  */
 
-export const IDEMPOTENCY_HEADER = 'idempotency-key';
-
 export interface IdempotencySettings {
   ttlSeconds: number;
   leaseSeconds: number;
 }
 
-export interface StoredResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: unknown;
-}
+/** A reply as kept for replays: always with its headers (possibly none). */
+export type StoredResponse = Reply & { headers: Record<string, string> };
 
 export interface Claimed {
   kind: 'claimed';
@@ -52,39 +51,6 @@ export interface Claimed {
 }
 
 export type ClaimResult = Claimed | { kind: 'replay'; response: StoredResponse };
-
-/** Reads the header: absent → undefined; empty, too long or sent twice → 400 IDEMPOTENCY_KEY_INVALID. */
-export function readIdempotencyKey(values: string[] | undefined): string | undefined {
-  if (values === undefined) return undefined;
-  if (values.length !== 1) throw new ApiError('IDEMPOTENCY_KEY_INVALID', 'Send the Idempotency-Key header once');
-  const key = values[0];
-  if (key.length < 1 || key.length > 128) throw new ApiError('IDEMPOTENCY_KEY_INVALID', 'Idempotency-Key must be 1 to 128 characters');
-  return key;
-}
-
-/**
- * The request's fingerprint: method, path (with its query, if any) and the body as received, in
- * canonical JSON (object keys sorted, no whitespace; `1` and `"1"` stay different). The caller
- * passes the body before validation fills in defaults, so that a default changing between
- * releases does not turn a retry into IDEMPOTENCY_KEY_REUSED.
- */
-export function fingerprint(method: string, path: string, body: unknown, query: Record<string, unknown> = {}): string {
-  const target = Object.keys(query).length ? `${path}?${canonicalJson(query)}` : path;
-  return createHash('sha256').update(`${method.toUpperCase()} ${target}\n${canonicalJson(body ?? null)}`).digest('hex');
-}
-
-/** Deeper than this, a body is refused before it is fingerprinted (the recursion below is bounded). */
-const MAX_BODY_DEPTH = 64;
-
-function canonicalJson(value: unknown, depth = 0): string {
-  if (depth > MAX_BODY_DEPTH) throw new ApiError('VALIDATION_ERROR', `Request body nests deeper than ${MAX_BODY_DEPTH} levels`);
-  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item, depth + 1)).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k], depth + 1)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
 
 const isoIn = (now: number, seconds: number) => new Date(now + seconds * 1000).toISOString();
 
@@ -178,23 +144,4 @@ export async function storeIdempotentResponseAlone(db: Knex, claim: Claimed, res
 /** Releases a claim after a 5xx or crash of the operation, so that a retry runs it again. */
 export async function releaseIdempotencyKey(db: Knex, claim: Claimed): Promise<void> {
   await deleteClaim(db, claim.apiKeyId, claim.key, claim.token);
-}
-
-/**
- * Deletes expired rows in batches of `batch` (each delete is short, so a SQLite write lock or a
- * Postgres row lock is held only briefly) until none is left or `maxBatches` ran, yielding to
- * requests between batches; returns how many. One run per timer tick must keep up with any
- * traffic, so it does not stop after one batch. A row still held by a live lease is kept even
- * when expired: deleting it would make its running operation fail to commit.
- */
-export async function purgeExpiredIdempotencyKeys(db: Knex, batch = 1000, maxBatches = 1000): Promise<number> {
-  const now = new Date().toISOString();
-  let total = 0;
-  for (let round = 0; round < maxBatches; round++) {
-    const deleted = await deleteExpiredBatch(db, now, batch);
-    total += deleted;
-    if (deleted < batch) break;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  return total;
 }

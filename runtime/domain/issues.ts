@@ -1,0 +1,83 @@
+import { Knex } from 'knex';
+import type { components } from '../../generated/types';
+import { notFound } from '../errors';
+import { normalizeOptionalTimestamp, normalizeTimestamp, nowIso } from '../time';
+import * as issues from '../storage/repositories/issuesRepository';
+import type { Issue, IssueCreate, IssueFields, IssueUpdate } from '../storage/repositories/issuesRepository';
+
+export type IssueStatus = components['schemas']['IssueStatus'];
+
+/**
+ * Every write of an issue. `trx` is the request's transaction; each returns the issue as GET
+ * shows it. The server keeps resolvedAt and closedAt truthful as the status moves.
+ */
+
+export async function createIssue(trx: Knex, orgId: string, body: IssueCreate): Promise<Issue> {
+  const now = nowIso();
+  const status = body.status ?? 'open';
+  return issues.insertIssue(trx, orgId, {
+    title: body.title,
+    description: body.description ?? null,
+    status,
+    priority: body.priority ?? 'medium',
+    siteId: body.siteId ?? null,
+    assetId: body.assetId ?? null,
+    runId: body.runId ?? null,
+    assigneeUserId: body.assigneeUserId ?? null,
+    dueAt: body.dueAt === undefined ? null : normalizeTimestamp(body.dueAt),
+    ...timestampsAfter(undefined, { resolvedAt: null, closedAt: null }, status, now),
+  }, now);
+}
+
+/** Applies the fields present in `changes`; the new timestamps depend on the old status. */
+export async function updateIssue(trx: Knex, orgId: string, id: string, changes: IssueUpdate): Promise<Issue> {
+  const before = await issues.findIssueForUpdate(trx, orgId, id);
+  if (!before) throw notFound('issue', id);
+  const now = nowIso();
+  const fields: Partial<IssueFields> & { updatedAt: string } = {
+    title: changes.title,
+    description: changes.description,
+    priority: changes.priority,
+    siteId: changes.siteId,
+    assetId: changes.assetId,
+    runId: changes.runId,
+    assigneeUserId: changes.assigneeUserId,
+    dueAt: changes.dueAt === undefined ? undefined : (normalizeOptionalTimestamp(changes.dueAt) ?? null),
+    updatedAt: now,
+  };
+  if (changes.status !== undefined) {
+    Object.assign(fields, { status: changes.status, ...timestampsAfter(before.status, { resolvedAt: before.resolvedAt, closedAt: before.closedAt }, changes.status, now) });
+  }
+  await issues.updateIssue(trx, orgId, id, fields);
+  const next: Issue = { ...before };
+  for (const [field, value] of Object.entries(fields)) if (value !== undefined) Object.assign(next, { [field]: value });
+  return next;
+}
+
+export interface IssueTimestamps {
+  resolvedAt: string | null;
+  closedAt: string | null;
+}
+
+/**
+ * The server-kept timestamps after an issue moves from `from` to `to` (`from` undefined on
+ * create). Any status may follow any other — issues are reopened in practice — so this never
+ * refuses a move; it only keeps the timestamps truthful:
+ * - reopening (`open`, `in_progress`) clears both: the earlier fix evidently did not hold;
+ * - `resolved` stamps resolvedAt and clears closedAt (a closed issue reopened straight to resolved);
+ * - `closed` stamps closedAt and keeps resolvedAt only when the issue was resolved before,
+ *   so "closed without a fix" (won't fix, duplicate) stays distinguishable by resolvedAt = null;
+ * - re-sending the current status changes nothing, so a retried PATCH does not move the clock.
+ */
+export function timestampsAfter(from: IssueStatus | undefined, current: IssueTimestamps, to: IssueStatus, now: string): IssueTimestamps {
+  if (from === to) return current;
+  switch (to) {
+    case 'open':
+    case 'in_progress':
+      return { resolvedAt: null, closedAt: null };
+    case 'resolved':
+      return { resolvedAt: now, closedAt: null };
+    case 'closed':
+      return { resolvedAt: from === 'resolved' ? current.resolvedAt : null, closedAt: now };
+  }
+}

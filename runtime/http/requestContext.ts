@@ -1,0 +1,26 @@
+import type { Response } from 'express';
+import type { Logger } from 'pino';
+
+/**
+ * What the app knows about a request as it travels through the middleware: set by requestLog
+ * (id, logger) and filled in as routing and authentication learn more. Read it through
+ * `contextOf(res)` rather than untyped `res.locals`.
+ */
+export interface RequestContext {
+  requestId: string;
+  log: Logger;
+  /** The matched operation and its path template, once routed. */
+  operationId?: string;
+  route?: string;
+  /** The API key, once authenticated. */
+  apiKeyId?: string;
+}
+
+export function startContext(res: Response, context: RequestContext): RequestContext {
+  res.locals.context = context;
+  return context;
+}
+
+export function contextOf(res: Response): RequestContext {
+  return res.locals.context as RequestContext;
+}

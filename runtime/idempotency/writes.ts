@@ -1,0 +1,81 @@
+import type { Knex } from 'knex';
+import { ApiError, errorBody } from '../errors';
+import type { Reply } from '../reply';
+import { inWriteTransaction } from '../storage/writeTransaction';
+import {
+  claimIdempotencyKey,
+  Claimed,
+  IdempotencySettings,
+  LeaseLostError,
+  releaseIdempotencyKey,
+  storeIdempotentResponse,
+  storeIdempotentResponseAlone,
+} from './claim';
+
+/** The key a write request carries, and its fingerprint (request.ts). */
+export interface KeyedRequest {
+  apiKeyId: string;
+  key: string;
+  fingerprint: string;
+}
+
+/**
+ * Runs one write operation (`work`, given the request's transaction) and answers its reply.
+ * Without a key: one transaction. With a key: claim it, replay a stored answer
+ * (`replayed: true`), or run the operation with its answer stored in the same transaction,
+ * under the store-or-release policy below.
+ */
+export async function runWrite(
+  db: Knex,
+  settings: IdempotencySettings,
+  keyed: KeyedRequest | undefined,
+  requestId: string,
+  work: (trx: Knex.Transaction) => Promise<Reply>,
+): Promise<{ reply: Reply; replayed: boolean }> {
+  if (keyed === undefined) return { reply: await inWriteTransaction(db, work), replayed: false };
+  const claim = await claimIdempotencyKey(db, settings, keyed.apiKeyId, keyed.key, keyed.fingerprint);
+  if (claim.kind === 'replay') return { reply: claim.response, replayed: true };
+  const reply = await runClaimed(db, claim, requestId, () =>
+    inWriteTransaction(db, async (trx) => {
+      const answer = await work(trx);
+      await storeIdempotentResponse(trx, claim, { status: answer.status, headers: answer.headers ?? {}, body: answer.body });
+      return answer;
+    }),
+  );
+  return { reply, replayed: false };
+}
+
+/**
+ * Codes that mean "the request was refused before the operation did anything", wherever they
+ * are detected (a handler may validate what the schema cannot express): never stored, the key
+ * is released so a corrected request may reuse it (docs/architecture.md, "Idempotency").
+ */
+const REFUSED_BEFORE_RUNNING: ReadonlySet<string> = new Set([
+  'VALIDATION_ERROR', 'INVALID_JSON', 'IDEMPOTENCY_KEY_INVALID', 'UNAUTHENTICATED', 'INSUFFICIENT_SCOPE',
+  'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'RATE_LIMITED',
+]);
+
+/**
+ * Runs the claimed operation. Its own 4xx (NOT_FOUND, INVALID_TRANSITION…) is stored like a
+ * success, after its writes rolled back; a refusal, a 5xx or a crash releases the claim for a
+ * retry. A lost lease means another request owns the key now: leave its row alone.
+ */
+async function runClaimed(db: Knex, claim: Claimed, requestId: string, work: () => Promise<Reply>): Promise<Reply> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof LeaseLostError) throw err;
+    if (err instanceof ApiError && err.status < 500 && !REFUSED_BEFORE_RUNNING.has(err.code)) {
+      try {
+        await storeIdempotentResponseAlone(db, claim, { status: err.status, headers: err.headers, body: errorBody(err, requestId) });
+      } catch (storeErr) {
+        if (storeErr instanceof LeaseLostError) throw storeErr;
+        await releaseIdempotencyKey(db, claim).catch(() => undefined);
+        throw storeErr;
+      }
+    } else {
+      await releaseIdempotencyKey(db, claim).catch(() => undefined);
+    }
+    throw err;
+  }
+}

@@ -6,7 +6,7 @@ import { loadConfig } from '../runtime/config';
 import { contractDocument } from '../runtime/http/contractDocuments';
 import { precompileRoutes } from '../runtime/http/routeTable';
 import { operations } from '../generated/operations';
-import { describeEachDatabase, testClient, TEST_ENV } from './support/testApp';
+import { describeEachDatabase, testClient, Method, TEST_ENV } from './support/testApp';
 
 /** Two routers over the contract: the library's own, and the same one with its tables built once. */
 function routers() {
@@ -26,7 +26,7 @@ const concrete = (template: string, value: string) => template.replace(/\{[^}]+\
 /** The decision of a router: the operationId, or the 404/405 error it throws. */
 function decide(router: ReturnType<typeof routers>['library'], method: string, path: string): string {
   try {
-    return router.matchOperation({ method, path, headers: {} }, true).operationId!;
+    return (router.matchOperation({ method, path, headers: {} }, true) as { operationId: string }).operationId;
   } catch (err) {
     return (err as Error).message;
   }
@@ -75,7 +75,7 @@ describeEachDatabase('routing through the app', (t) => {
     const http = testClient(app.app);
     try {
       for (const op of Object.values(operations)) {
-        const res = await http[op.method](concrete(op.path, 'id_1'));
+        const res = await http[op.method as Method](concrete(op.path, 'id_1'));
         expect([op.operationId, res.status]).toEqual([op.operationId, 401]);
       }
     } finally {

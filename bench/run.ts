@@ -109,8 +109,15 @@ function stageRows(stage: StageResult, reference?: StageResult): Measurement[] {
   return rows;
 }
 
-function evaluate(rows: Measurement[], stages: { ten?: StageResult; growth?: StageResult }, errors: string[]): Target[] {
+/**
+ * Postgres figures of the tree before the per-request work was cut (bench/README.md, "On
+ * Postgres"): the API's ratio to the SQLite express floor. The Postgres targets are multiples.
+ */
+const POSTGRES_BEFORE = { write: 0.09, read: 0.23 };
+
+function evaluate(rows: Measurement[], stages: { ten?: StageResult; growth?: StageResult }, errors: string[], postgres: boolean): Target[] {
   const find = (scenario: string, subject: string) => rows.find((r) => r.scenario === scenario && r.subject.startsWith(subject));
+  const exact = (scenario: string, subject: string) => rows.find((r) => r.scenario === scenario && r.subject === subject);
   const targets: Target[] = [];
   const add = (name: string, requirement: string, value: number | undefined, ok: (v: number) => boolean, show: (v: number) => string) =>
     targets.push({ name, requirement, measured: value === undefined || Number.isNaN(value) ? 'not measured' : show(value), met: value !== undefined && !Number.isNaN(value) && ok(value) });
@@ -121,6 +128,19 @@ function evaluate(rows: Measurement[], stages: { ten?: StageResult; growth?: Sta
   add('read throughput', '≥ 60% of the express floor', read?.ratio, (v) => v >= 0.6, withCpu(read));
   add('read latency', 'p99 ≤ 15 ms', read?.p99Ms, (v) => v <= 15, (v) => `${fmt.ms(v)} ms`);
   add('write throughput', '≥ 50% of the express floor', find('write', 'api')?.ratio, (v) => v >= 0.5, withCpu(find('write', 'api')));
+  // against the peer: the same two operations built the common way (bench/baselines/peer.ts)
+  const readPeer = exact('read', 'api ÷ peer');
+  add('read vs peer', '≥ 1.5× the peer', readPeer?.ratio, (v) => v >= 1.5, (v) => `${v.toFixed(2)}×${readPeer?.cpuRatio === undefined ? '' : ` (CPU-time ratio ${readPeer.cpuRatio.toFixed(2)}×)`}`);
+  const peerRead = exact('read', 'peer');
+  add('read p99 vs peer', 'p99 ≤ the peer\'s', read && peerRead && read.p99Ms! / peerRead.p99Ms!, (v) => v <= 1, (v) => `${fmt.ms(read?.p99Ms)} vs ${fmt.ms(peerRead?.p99Ms)} ms`);
+  const keyed = exact('write', 'api ÷ peer');
+  add('write with key vs peer', 'with a fresh Idempotency-Key ≥ 1.0× the peer\'s plain write', keyed?.ratio, (v) => v >= 1, (v) => `${v.toFixed(2)}×${keyed?.cpuRatio === undefined ? '' : ` (CPU-time ratio ${keyed.cpuRatio.toFixed(2)}×)`}`);
+  const plain = exact('write', 'api (no key)');
+  add('write without key vs peer', '≥ 1.5× the peer', plain?.ratio, (v) => v >= 1.5, (v) => `${v.toFixed(2)}×${plain?.cpuRatio === undefined ? '' : ` (CPU-time ratio ${plain.cpuRatio.toFixed(2)}×)`}`);
+  if (postgres) {
+    add('Postgres write', `with a key ≥ 3× the ${pct(POSTGRES_BEFORE.write)} of the floor measured before`, exact('write', 'api')?.ratio, (v) => v >= 3 * POSTGRES_BEFORE.write, (v) => `${pct(v)} (${(v / POSTGRES_BEFORE.write).toFixed(1)}×)`);
+    add('Postgres read', `≥ 2× the ${pct(POSTGRES_BEFORE.read)} of the floor measured before`, read?.ratio, (v) => v >= 2 * POSTGRES_BEFORE.read, (v) => `${pct(v)} (${(v / POSTGRES_BEFORE.read).toFixed(1)}×)`);
+  }
   add('ingest throughput', '≥ 30% of the storage limit (readings/s)', find('ingest', 'api')?.ratio, (v) => v >= 0.3, withCpu(find('ingest', 'api')));
   add('growth: query p50', '≤ 1.5× the 10 thousand figure', stages.growth && stages.ten && stages.growth.query.median.p50Ms / stages.ten.query.median.p50Ms, (v) => v <= 1.5, (v) => `${v.toFixed(3)}×`);
   add('growth: ingest rate', '≥ 80% of the 10 thousand figure', stages.growth && stages.ten && stages.growth.ingest.median.readingsPerSec / stages.ten.ingest.median.readingsPerSec, (v) => v >= 0.8, pct);
@@ -188,7 +208,7 @@ async function main(): Promise<void> {
     removeTempDir();
   }
 
-  const targets = evaluate(rows, stages, errors);
+  const targets = evaluate(rows, stages, errors, postgresUrl !== undefined);
   const seconds = (Date.now() - started) / 1000;
   const date = new Date().toISOString();
   const header =

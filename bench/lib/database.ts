@@ -20,7 +20,8 @@ export interface BenchDatabase {
   file?: string;
   secret: string;
   orgId: string;
-  count(table: string): Promise<number>;
+  /** Rows of the table; with `prefix`, only those whose `column` starts with it (subjects sharing a table). */
+  count(table: string, prefix?: { column: string; value: string }): Promise<number>;
   maxSeq(table: string): Promise<number>;
   /** Removes rows stored after `seq` (resets the table between ingest repetitions). */
   deleteAfter(table: string, seq: number): Promise<void>;
@@ -92,7 +93,11 @@ export async function createSqlite(name: string): Promise<BenchDatabase> {
     file,
     secret: prepared.secret,
     orgId: prepared.orgId,
-    count: async (table) => (db.prepare(`select count(*) as n from ${table}`).get() as { n: number }).n,
+    count: async (table, prefix) =>
+      (prefix
+        ? (db.prepare(`select count(*) as n from ${table} where substr(${prefix.column}, 1, ?) = ?`).get(prefix.value.length, prefix.value) as { n: number })
+        : (db.prepare(`select count(*) as n from ${table}`).get() as { n: number })
+      ).n,
     maxSeq: async (table) => (db.prepare(`select coalesce(max(seq), 0) as n from ${table}`).get() as { n: number }).n,
     deleteAfter: async (table, seq) => {
       db.prepare(`delete from ${table} where seq > ?`).run(seq);
@@ -147,7 +152,11 @@ async function createPostgres(name: string, baseUrl: string): Promise<BenchDatab
     serverUrl: `${baseUrl}${separator}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
     secret: prepared.secret,
     orgId: prepared.orgId,
-    count: async (table) => Number((await db(table).count({ n: '*' }).first())?.n ?? 0),
+    count: async (table, prefix) => {
+      const query = db(table).count({ n: '*' });
+      if (prefix) query.whereRaw(`left(??, ?) = ?`, [prefix.column, prefix.value.length, prefix.value]);
+      return Number((await query.first())?.n ?? 0);
+    },
     maxSeq: async (table) => Number((await db(table).max({ n: 'seq' }).first())?.n ?? 0),
     deleteAfter: async (table, seq) => {
       await db(table).where('seq', '>', seq).delete();

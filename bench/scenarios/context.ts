@@ -54,6 +54,7 @@ export interface Target {
 export const PROFILE_DIR = path.join(ROOT, 'bench', 'results', 'profiles');
 export const BASELINE_FLOOR = path.join(ROOT, 'bench', 'baselines', 'frameworkFloor.ts');
 export const BASELINE_NODE_HTTP = path.join(ROOT, 'bench', 'baselines', 'nodeHttp.ts');
+export const BASELINE_PEER = path.join(ROOT, 'bench', 'baselines', 'peer.ts');
 
 /** Server settings for every API process: body limit for 500-reading batches, quiet logs. */
 export const API_ENV = { LOG_LEVEL: 'warn', MAX_BODY_BYTES: String(4 * 1024 * 1024) };
@@ -65,6 +66,11 @@ export function startApi(settings: Settings, db: { serverUrl: string }, label: s
 
 export function startBaseline(script: string, name: string, floorDb: BenchDatabase): Promise<ServerProcess> {
   return startServer({ name, args: tsxArgs(script), env: { FLOOR_DB: floorDb.file!, FLOOR_ORG_ID: floorDb.orgId, MAX_BODY_BYTES: API_ENV.MAX_BODY_BYTES } });
+}
+
+/** The peer (express + express-openapi-validator + Knex) on the API's own database. */
+export function startPeer(apiDb: { serverUrl: string }): Promise<ServerProcess> {
+  return startServer({ name: 'peer', args: tsxArgs(BASELINE_PEER), env: { PEER_DATABASE_URL: apiDb.serverUrl, MAX_BODY_BYTES: API_ENV.MAX_BODY_BYTES } });
 }
 
 /** A JSON request to a server (setup steps, not measured). */

@@ -3,7 +3,7 @@ import type autocannon from 'autocannon';
 import { createBenchDatabase, createSqlite, BenchDatabase } from '../lib/database';
 import { measureInterleaved, LoadTarget, Phase } from '../lib/load';
 import type { ServerProcess } from '../lib/processes';
-import { BASELINE_FLOOR, BASELINE_NODE_HTTP, expectStatus, Measurement, Settings, startApi, startBaseline } from './context';
+import { BASELINE_FLOOR, BASELINE_NODE_HTTP, expectStatus, Measurement, Settings, startApi, startBaseline, startPeer } from './context';
 
 const READ_CONNECTIONS = 32;
 const WRITE_CONNECTIONS = 32;
@@ -23,8 +23,9 @@ function getTarget(server: ServerProcess, connections: number, path: string, hea
 }
 
 /**
- * read: `GET /v1/checkins/{id}` with a valid key, 32 connections, against the framework floor
- * (express 5 + the same row by a prepared statement) and bare node:http, interleaved.
+ * read: `GET /v1/checkins/{id}` with a valid key, 32 connections, against the peer (express +
+ * express-openapi-validator + Knex on the API's database), the framework floor (express 5 +
+ * the same row by a prepared statement) and bare node:http, interleaved.
  */
 export async function readScenario(settings: Settings): Promise<Measurement[]> {
   const apiDb = await createBenchDatabase('read', settings.postgresUrl);
@@ -37,8 +38,12 @@ export async function readScenario(settings: Settings): Promise<Measurement[]> {
     servers.push(floor);
     const bare = await startBaseline(BASELINE_NODE_HTTP, 'node:http', floorDb);
     servers.push(bare);
+    const peer = await startPeer(apiDb);
+    servers.push(peer);
     const id = await checkinFixture(api, apiDb, floorDb);
     const path = `/v1/checkins/${id}`;
+    const [viaApi, viaPeer] = [await expectStatus(api.url, apiDb.secret, 'GET', path, 200), await expectStatus(peer.url, apiDb.secret, 'GET', path, 200)];
+    if (JSON.stringify(viaApi) !== JSON.stringify(viaPeer)) throw new Error(`the peer answers another check-in than the API:\n${JSON.stringify(viaPeer)}\n${JSON.stringify(viaApi)}`);
     await expectStatus(floor.url, '', 'GET', path, 200);
     await expectStatus(bare.url, '', 'GET', path, 200);
 
@@ -46,6 +51,7 @@ export async function readScenario(settings: Settings): Promise<Measurement[]> {
     const results = await measureInterleaved(
       [
         { name: 'api', target: getTarget(api, READ_CONNECTIONS, path, { authorization: `Bearer ${apiDb.secret}` }) },
+        { name: 'peer', target: getTarget(peer, READ_CONNECTIONS, path, { authorization: `Bearer ${apiDb.secret}` }) },
         { name: 'express floor', target: getTarget(floor, READ_CONNECTIONS, path) },
         { name: 'node:http', target: getTarget(bare, READ_CONNECTIONS, path) },
       ],
@@ -54,8 +60,11 @@ export async function readScenario(settings: Settings): Promise<Measurement[]> {
     );
     const floorRate = results['express floor'].median.requestsPerSec;
     const rss = await Promise.all(servers.map((s) => s.stop()));
+    const peerRate = results.peer.median.requestsPerSec;
     return [
       { scenario: 'read', subject: 'api', ...figures(results.api), peakRssMb: rss[0], baseline: 'read / express floor', ratio: results.api.median.requestsPerSec / floorRate, cpuRatio: cpuRatio(results.api, results['express floor']), detail: results.api },
+      { scenario: 'read', subject: 'api ÷ peer', baseline: 'read / peer', ratio: results.api.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(results.api, results.peer), note: `p99 ${results.api.median.p99Ms.toFixed(1)} vs ${results.peer.median.p99Ms.toFixed(1)} ms` },
+      { scenario: 'read', subject: 'peer', ...figures(results.peer), peakRssMb: rss[3], note: 'express + express-openapi-validator + Knex, key by hash per request, same database', detail: results.peer },
       { scenario: 'read', subject: 'express floor', ...figures(results['express floor']), peakRssMb: rss[1], detail: results['express floor'] },
       { scenario: 'read', subject: 'node:http', ...figures(results['node:http']), peakRssMb: rss[2], baseline: 'read / express floor', ratio: results['node:http'].median.requestsPerSec / floorRate, cpuRatio: cpuRatio(results['node:http'], results['express floor']), note: 'for the record', detail: results['node:http'] },
     ];
@@ -67,8 +76,10 @@ export async function readScenario(settings: Settings): Promise<Measurement[]> {
 }
 
 /**
- * write: `POST /v1/logs` with a fresh Idempotency-Key per request, 32 connections, against the
- * framework floor doing the same insert. After each phase the stored rows must match the 201s.
+ * write: `POST /v1/logs`, 32 connections: through the API with a fresh Idempotency-Key per
+ * request and without one, against the peer's plain write (same database) and the framework
+ * floor doing the same insert, interleaved. After each phase the rows each subject stored
+ * (told apart by the message's prefix) must match its 201s.
  */
 export async function writeScenario(settings: Settings): Promise<Measurement[]> {
   const apiDb = await createBenchDatabase('write', settings.postgresUrl);
@@ -79,11 +90,13 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
     servers.push(api);
     const floor = await startBaseline(BASELINE_FLOOR, 'express floor', floorDb);
     servers.push(floor);
+    const peer = await startPeer(apiDb);
+    servers.push(peer);
     const entityId = await checkinFixture(api, apiDb, floorDb);
 
     const run = randomBytes(6).toString('hex');
     let n = 0;
-    const writeRequests = (): autocannon.Request[] => [
+    const writeRequests = (tag: string, withKey: boolean) => (): autocannon.Request[] => [
       {
         method: 'POST',
         path: '/v1/logs',
@@ -91,8 +104,8 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
           const i = n++;
           return {
             ...request,
-            headers: { ...request.headers, 'idempotency-key': `bench-${run}-${i}` },
-            body: `{"entityType":"checkin","entityId":"${entityId}","message":"bench write ${i}"}`,
+            headers: withKey ? { ...request.headers, 'idempotency-key': `bench-${run}-${i}` } : request.headers,
+            body: `{"entityType":"checkin","entityId":"${entityId}","message":"bench ${tag} ${i}"}`,
           };
         },
       },
@@ -100,30 +113,42 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
     // every 201 is one stored row. A phase ends on a timer, cutting off up to one request per
     // connection, which may still be stored after its answer went unseen: so over the whole
     // run, stored ≥ answered 201 and at most one more per connection and phase.
-    const counted = async (db: BenchDatabase, name: string) => {
-      const before = await db.count('logs');
+    const counted = async (db: BenchDatabase, tag: string) => {
+      const mine = { column: 'message', value: `bench ${tag} ` };
+      const before = await db.count('logs', mine);
       let created = 0;
       let phases = 0;
       return async (phase: Phase) => {
         created += phase.statusCounts['201'] ?? 0;
         phases++;
-        const stored = (await settledCount(db, 'logs')) - before;
-        if (stored < created || stored > created + phases * WRITE_CONNECTIONS) throw new Error(`${name}: ${stored} log rows stored for ${created} answers 201`);
+        const stored = (await settledCount(db, 'logs', mine)) - before;
+        if (stored < created || stored > created + phases * WRITE_CONNECTIONS) throw new Error(`write ${tag}: ${stored} log rows stored for ${created} answers 201`);
       };
     };
     const jsonHeaders = { 'content-type': 'application/json' };
-    settings.log(`  write: POST /v1/logs, fresh Idempotency-Key each, ${WRITE_CONNECTIONS} connections`);
+    const authorized = { ...jsonHeaders, authorization: `Bearer ${apiDb.secret}` };
+    const target = (server: ServerProcess, headers: Record<string, string>, tag: string, withKey: boolean) =>
+      ({ url: server.url, server, connections: WRITE_CONNECTIONS, headers, requests: writeRequests(tag, withKey) });
+    settings.log(`  write: POST /v1/logs, ${WRITE_CONNECTIONS} connections: api with a fresh Idempotency-Key each, api without, peer, floor`);
     const results = await measureInterleaved(
       [
-        { name: 'api', target: { url: api.url, server: api, connections: WRITE_CONNECTIONS, headers: { ...jsonHeaders, authorization: `Bearer ${apiDb.secret}` }, requests: writeRequests }, after: await counted(apiDb, 'write api') },
-        { name: 'express floor', target: { url: floor.url, server: floor, connections: WRITE_CONNECTIONS, headers: jsonHeaders, requests: writeRequests }, after: await counted(floorDb, 'write floor') },
+        { name: 'api', target: target(api, authorized, 'api', true), after: await counted(apiDb, 'api') },
+        { name: 'api (no key)', target: target(api, authorized, 'plain', false), after: await counted(apiDb, 'plain') },
+        { name: 'peer', target: target(peer, authorized, 'peer', false), after: await counted(apiDb, 'peer') },
+        { name: 'express floor', target: target(floor, jsonHeaders, 'floor', false), after: await counted(floorDb, 'floor') },
       ],
       settings.plan,
       settings.log,
     );
     const rss = await Promise.all(servers.map((s) => s.stop()));
+    const floorRate = results['express floor'].median.requestsPerSec;
+    const peerRate = results.peer.median.requestsPerSec;
+    const plain = results['api (no key)'];
     return [
-      { scenario: 'write', subject: 'api', ...figures(results.api), peakRssMb: rss[0], baseline: 'write / express floor', ratio: results.api.median.requestsPerSec / results['express floor'].median.requestsPerSec, cpuRatio: cpuRatio(results.api, results['express floor']), detail: results.api },
+      { scenario: 'write', subject: 'api', ...figures(results.api), peakRssMb: rss[0], baseline: 'write / express floor', ratio: results.api.median.requestsPerSec / floorRate, cpuRatio: cpuRatio(results.api, results['express floor']), note: 'fresh Idempotency-Key each', detail: results.api },
+      { scenario: 'write', subject: 'api ÷ peer', baseline: 'write / peer', ratio: results.api.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(results.api, results.peer), note: 'with a key vs the peer without' },
+      { scenario: 'write', subject: 'api (no key)', ...figures(plain), peakRssMb: rss[0], baseline: 'write / peer', ratio: plain.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(plain, results.peer), note: 'no Idempotency-Key', detail: plain },
+      { scenario: 'write', subject: 'peer', ...figures(results.peer), peakRssMb: rss[2], note: 'express + express-openapi-validator + Knex, key by hash per request, same database', detail: results.peer },
       { scenario: 'write', subject: 'express floor', ...figures(results['express floor']), peakRssMb: rss[1], detail: results['express floor'] },
     ];
   } finally {
@@ -134,11 +159,11 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
 }
 
 /** The row count once requests cut off at the end of a phase have finished (two equal reads 50 ms apart). */
-export async function settledCount(db: BenchDatabase, table: string): Promise<number> {
-  let last = await db.count(table);
+export async function settledCount(db: BenchDatabase, table: string, prefix?: { column: string; value: string }): Promise<number> {
+  let last = await db.count(table, prefix);
   for (;;) {
     await new Promise((r) => setTimeout(r, 50));
-    const now = await db.count(table);
+    const now = await db.count(table, prefix);
     if (now === last) return now;
     last = now;
   }

@@ -15,6 +15,7 @@ import { requestLog } from './requestLog';
 import { contextOf } from './requestContext';
 import { publicRoutes } from './publicRoutes';
 import { contractDocument } from './contractDocuments';
+import { precompileRoutes } from './routeTable';
 
 export interface AppOptions {
   /** The database the app uses (already migrated); the caller closes it. */
@@ -88,11 +89,10 @@ export function createApp(config: Config, options: AppOptions): App {
     },
   } as Record<string, (c: Context, ...args: Args) => Promise<void>>);
   void api.init(); // quick mode with an in-memory document: the router is ready when init() returns
-  // openapi-backend's router rebuilds its operation list (a lodash chain over every path) twice
-  // per request (docs/architecture.md, "Known traps in the stack"; bench/README.md profile). The contract does not change
-  // while the app runs, so the list is built once.
-  const allOperations = api.router.getOperations();
-  api.router.getOperations = () => allOperations;
+  // openapi-backend's router redoes its per-contract work on every request (operation list,
+  // a RegExp per path template, the request parsed twice): done once here (routeTable.ts;
+  // docs/architecture.md, "Known traps in the stack")
+  precompileRoutes(api.router);
 
   const app = express();
   app.disable('x-powered-by');

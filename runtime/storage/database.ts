@@ -90,3 +90,33 @@ function cacheStatements(conn: { prepare(sql: string): unknown }): void {
     return statement;
   };
 }
+
+/**
+ * Runs one fixed `select` (plain SQL, `?` bindings) on a connection Knex manages — taken from
+ * and given back to its pool, or the transaction's own connection when `db` is a transaction —
+ * straight through the driver. For the statements every request runs (the key lookup, a read
+ * by id): Knex's builder, runner and response layers cost more than the statement itself
+ * there (bench/README.md, profile). On SQLite the connection's statement cache serves it.
+ */
+export async function selectRows<T>(db: Knex, sql: string, bindings: readonly (string | number)[]): Promise<T[]> {
+  const client = db.client as { config: { client: string }; acquireConnection(): Promise<any>; releaseConnection(conn: unknown): Promise<void> };
+  const conn = await client.acquireConnection();
+  try {
+    if (client.config.client !== 'pg') return conn.prepare(sql).all(...bindings) as T[];
+    return (await conn.query({ text: positional(sql), values: bindings })).rows as T[];
+  } finally {
+    await client.releaseConnection(conn);
+  }
+}
+
+/** `?` → `$1, $2…` for pg (the fixed statements above hold no literal `?`), converted once per text. */
+const pgTexts = new Map<string, string>();
+function positional(sql: string): string {
+  let text = pgTexts.get(sql);
+  if (text === undefined) {
+    let n = 0;
+    text = sql.replace(/\?/g, () => `$${++n}`);
+    if (pgTexts.size < STATEMENT_CACHE_SIZE) pgTexts.set(sql, text);
+  }
+  return text;
+}

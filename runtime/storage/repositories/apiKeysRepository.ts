@@ -1,5 +1,5 @@
 import { Knex } from 'knex';
-import { rowsOf } from '../rawRows';
+import { selectRows } from '../database';
 
 /**
  * The SQL of the `api_keys` and `organizations` tables. Secrets, hashing, scope checks and
@@ -73,8 +73,8 @@ export async function countApiKeys(db: Knex): Promise<number> {
 }
 
 export async function findApiKeyBySecretHash(db: Knex, secretHash: string): Promise<KeyLookupRow | undefined> {
-  // fixed SQL text: on SQLite the connection's statement cache serves it (storage/database.ts)
-  const [row] = rowsOf<KeyLookupRow>(await db.raw(KEY_LOOKUP_SQL, [secretHash]));
+  // every request runs it: through the driver on Knex's connection (storage/database.ts)
+  const [row] = await selectRows<KeyLookupRow>(db, KEY_LOOKUP_SQL, [secretHash]);
   return row;
 }
 

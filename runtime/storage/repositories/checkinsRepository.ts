@@ -4,6 +4,7 @@ import { newId } from '../../ids';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
+import { selectRows } from '../database';
 import type { ListFilters } from '../listFilters';
 
 export type Checkin = components['schemas']['Checkin'];
@@ -99,7 +100,8 @@ export async function insertCheckin(db: Knex, orgId: string, fields: CheckinFiel
 }
 
 export async function findCheckin(db: Knex, orgId: string, id: string): Promise<Checkin | undefined> {
-  const row = await db<CheckinRow>('checkins').where({ org_id: orgId, id }).first();
+  // the read the bench measures: through the driver on Knex's connection (storage/database.ts)
+  const [row] = await selectRows<CheckinRow>(db, 'select * from checkins where org_id = ? and id = ? limit 1', [orgId, id]);
   return row && toCheckin(row);
 }
 

@@ -1,13 +1,13 @@
 import { defineHandler } from '../runtime/http/handler';
 import { invalidField } from '../runtime/errors';
 import { assertTimeZone } from '../runtime/domain/timeZones';
-import { parseLocalDateTime, parseRecurrence } from '../runtime/domain/recurrence';
+import { parseRecurrence, resolveStartsAt } from '../runtime/domain/recurrence';
 import { findTemplate } from '../runtime/storage/repositories/templatesRepository';
 import { createSchedule } from '../runtime/storage/repositories/schedulesRepository';
 
 export default defineHandler('createSchedule', async ({ db, principal, body }) => {
   assertTimeZone(body.timezone, '/timezone');
-  parseLocalDateTime(body.startsAt, '/startsAt');
+  const startsAt = resolveStartsAt(body.startsAt, body.timezone, '/startsAt');
   const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
   if (!(await findTemplate(db, principal.orgId, body.templateId))) {
     throw invalidField('/templateId', `does not name a template of this organization (got ${body.templateId})`);
@@ -17,7 +17,7 @@ export default defineHandler('createSchedule', async ({ db, principal, body }) =
     siteId: body.siteId,
     assigneeUserId: body.assigneeUserId ?? null,
     timezone: body.timezone,
-    startsAt: body.startsAt,
+    startsAt,
     durationMinutes: body.durationMinutes ?? 60,
     recurrence,
   });

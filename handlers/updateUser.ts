@@ -1,9 +1,7 @@
 import { defineHandler } from '../runtime/http/handler';
-import { notFound } from '../runtime/errors';
-import { updateUser } from '../runtime/storage/repositories/usersRepository';
+import { updateLastLocation } from '../runtime/domain/lastLocation';
 
-export default defineHandler('updateUser', async ({ db, principal, path, body }) => {
-  const user = await updateUser(db, principal.orgId, path.id, body);
-  if (!user) throw notFound('user profile', path.id);
-  return { status: 200, body: user };
-});
+export default defineHandler('updateUser', async ({ db, principal, path, body }) => ({
+  status: 200,
+  body: await updateLastLocation(db, principal.orgId, path.id, body),
+}));

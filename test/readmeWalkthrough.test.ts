@@ -29,7 +29,7 @@ interface Step {
 }
 
 /** The walk-through's shell blocks, each with the output block that follows it (if any). */
-export function walkthroughSteps(markdown: string): Step[] {
+function walkthroughSteps(markdown: string): Step[] {
   const start = markdown.indexOf('## Walk-through');
   const end = markdown.indexOf('\n## ', start + 1);
   const section = markdown.slice(start, end);

@@ -641,7 +641,7 @@ export interface paths {
         head?: never;
         /**
          * Update a user profile's last location
-         * @description Sets the last-location fields sent; `null` clears one. `userId` cannot change (sending it is an unknown field, 400). `lastLocationLat` and `lastLocationLng` are sent together.
+         * @description Sets the last-location fields sent, any of them; `null` clears one. `userId` cannot change (sending it is an unknown field, 400). The stored location keeps its coordinates paired: `lastLocationLat` and `lastLocationLng` may be sent alone (moving one coordinate of a stored location), but the profile must end up with both or neither. A change that would leave only one answers 400 `VALIDATION_ERROR` naming the missing one (for example `/lastLocationLng` when only a latitude is sent to a profile without a location). An unknown id answers 404 whatever the body holds, once it matches the schema.
          */
         patch: operations["updateUser"];
         trace?: never;
@@ -738,6 +738,13 @@ export interface components {
          */
         LocalDateTime: string;
         /**
+         * @description When the schedule starts, in either of two forms. A local wall-clock time without offset (`2026-03-23T09:00:00`) is read in the schedule's `timezone` (see `LocalDateTime`). An RFC 3339 date-time with an offset or `Z` (`2026-03-23T09:00:00+01:00`, `2026-03-23T08:00:00Z`) names an instant; it is stored as the wall-clock time the schedule's `timezone` shows at that instant (a fraction of a second is dropped). Either way the schedule keeps that local time of day, so a weekly 09:00 stays 09:00 local across daylight-saving changes. On update without `timezone`, an instant is read in the schedule's current time zone. The answer shows both forms: `startsAt` (local) and `startsAtUtc` (the instant).
+         * @example 2026-03-23T09:00:00
+         * @example 2026-03-23T09:00:00+01:00
+         * @example 2026-03-23T09:00:00Z
+         */
+        ScheduleStartsAt: string;
+        /**
          * @description RFC 5545 RRULE value (an optional `RRULE:` prefix is accepted), limited to `FREQ` (DAILY, WEEKLY, MONTHLY, required), `INTERVAL` (1–1000), `BYDAY` (`MO`…`SU`; with MONTHLY also an ordinal such as `1MO` or `-1FR`), `COUNT` (1–10000) and `UNTIL` (`yyyymmddThhmmssZ` in UTC, or a local date `yyyymmdd` meaning through the end of that day); `COUNT` and `UNTIL` exclude each other. `startsAt` is the first occurrence when it matches the rule, and gives every occurrence its local time of day.
          * @example FREQ=WEEKLY;BYDAY=MO,TH
          * @example FREQ=MONTHLY;BYDAY=-1FR;UNTIL=20261231T235959Z
@@ -752,6 +759,8 @@ export interface components {
             /** @description IANA time zone name the schedule is evaluated in. */
             timezone: string;
             startsAt: components["schemas"]["LocalDateTime"];
+            /** @description The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`. */
+            startsAtUtc: components["schemas"]["Timestamp"];
             durationMinutes: number;
             /** @description The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence. */
             recurrence: string | null;
@@ -768,7 +777,7 @@ export interface components {
             assigneeUserId?: string;
             /** @description IANA time zone name, e.g. `Europe/London`. */
             timezone: string;
-            startsAt: components["schemas"]["LocalDateTime"];
+            startsAt: components["schemas"]["ScheduleStartsAt"];
             /** @default 60 */
             durationMinutes?: number;
             recurrence?: components["schemas"]["Recurrence"];
@@ -778,7 +787,7 @@ export interface components {
             siteId?: string;
             assigneeUserId?: string | null;
             timezone?: string;
-            startsAt?: components["schemas"]["LocalDateTime"];
+            startsAt?: components["schemas"]["ScheduleStartsAt"];
             durationMinutes?: number;
             /** @description See `Recurrence`; `null` makes the schedule a single occurrence. */
             recurrence?: string | null;
@@ -818,6 +827,18 @@ export interface components {
          * @enum {string}
          */
         SuspicionReason: "outside_geofence" | "low_accuracy" | "outside_arrival_window" | "impossible_travel";
+        /**
+         * @description Whether the geofence fields hold a verdict and, when they do not, why. Decided with the verdict:
+         *     when the check-in is created, when coordinates are reported, and when it becomes active; it
+         *     describes the site as it was then. New values may be added within v1.
+         *     * `computed`: the verdict fields are set.
+         *     * `no_coordinates`: no position has been reported for the check-in.
+         *     * `site_not_found`: `siteId` names no site of the organization (it need not), so there is
+         *       nothing to measure against.
+         *     * `no_site_location`: the site exists but has no `latitude`/`longitude`.
+         * @enum {string}
+         */
+        GeofenceStatus: "computed" | "no_coordinates" | "site_not_found" | "no_site_location";
         Coordinates: {
             latitude: number;
             longitude: number;
@@ -867,8 +888,9 @@ export interface components {
             withinGeofence: boolean | null;
             /** @description `true` when `suspicionReasons` is not empty; `null` without a verdict. Flags never reject a check-in. */
             suspicious: boolean | null;
-            /** @description Stable codes; `[]` when nothing is suspicious; `null` without a verdict (the site is unknown or has no location, or no coordinates were reported). */
+            /** @description Stable codes; `[]` when nothing is suspicious; `null` without a verdict (the site is unknown or has no location, or no coordinates were reported; `geofenceStatus` says which). */
             suspicionReasons: components["schemas"]["SuspicionReason"][] | null;
+            geofenceStatus: components["schemas"]["GeofenceStatus"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -1790,6 +1812,7 @@ export interface operations {
                      *           "assigneeUserId": "user-42",
                      *           "timezone": "Europe/London",
                      *           "startsAt": "2026-03-23T09:00:00",
+                     *           "startsAtUtc": "2026-03-23T09:00:00.000Z",
                      *           "durationMinutes": 60,
                      *           "recurrence": "FREQ=WEEKLY;BYDAY=MO",
                      *           "createdAt": "2026-03-01T10:00:00.000Z",
@@ -1826,7 +1849,7 @@ export interface operations {
                  *       "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
                  *       "assigneeUserId": "user-42",
                  *       "timezone": "Europe/London",
-                 *       "startsAt": "2026-03-23T09:00:00",
+                 *       "startsAt": "2026-03-23T09:00:00+00:00",
                  *       "durationMinutes": 60,
                  *       "recurrence": "FREQ=WEEKLY;BYDAY=MO"
                  *     }
@@ -1852,6 +1875,7 @@ export interface operations {
                      *       "assigneeUserId": "user-42",
                      *       "timezone": "Europe/London",
                      *       "startsAt": "2026-03-23T09:00:00",
+                     *       "startsAtUtc": "2026-03-23T09:00:00.000Z",
                      *       "durationMinutes": 60,
                      *       "recurrence": "FREQ=WEEKLY;BYDAY=MO",
                      *       "createdAt": "2026-03-01T10:00:00.000Z",
@@ -1897,6 +1921,7 @@ export interface operations {
                      *       "assigneeUserId": null,
                      *       "timezone": "America/New_York",
                      *       "startsAt": "2026-01-05T07:30:00",
+                     *       "startsAtUtc": "2026-01-05T12:30:00.000Z",
                      *       "durationMinutes": 30,
                      *       "recurrence": "FREQ=DAILY;INTERVAL=2;COUNT=10",
                      *       "createdAt": "2026-01-01T10:00:00.000Z",
@@ -1986,6 +2011,7 @@ export interface operations {
                      *       "assigneeUserId": "user-7",
                      *       "timezone": "Europe/London",
                      *       "startsAt": "2026-03-23T09:00:00",
+                     *       "startsAtUtc": "2026-03-23T09:00:00.000Z",
                      *       "durationMinutes": 90,
                      *       "recurrence": "FREQ=WEEKLY;BYDAY=MO",
                      *       "createdAt": "2026-03-01T10:00:00.000Z",
@@ -2126,6 +2152,7 @@ export interface operations {
                      *           "withinGeofence": true,
                      *           "suspicious": false,
                      *           "suspicionReasons": [],
+                     *           "geofenceStatus": "computed",
                      *           "createdAt": "2026-11-22T07:30:00.123Z",
                      *           "updatedAt": "2026-11-22T08:02:11.456Z"
                      *         }
@@ -2193,6 +2220,7 @@ export interface operations {
                      *       "withinGeofence": null,
                      *       "suspicious": null,
                      *       "suspicionReasons": null,
+                     *       "geofenceStatus": "no_coordinates",
                      *       "createdAt": "2026-11-22T07:30:00.123Z",
                      *       "updatedAt": "2026-11-22T07:30:00.123Z"
                      *     }
@@ -2249,6 +2277,7 @@ export interface operations {
                      *       "withinGeofence": true,
                      *       "suspicious": false,
                      *       "suspicionReasons": [],
+                     *       "geofenceStatus": "computed",
                      *       "createdAt": "2026-11-22T07:30:00.123Z",
                      *       "updatedAt": "2026-11-22T11:45:03.789Z"
                      *     }
@@ -2322,6 +2351,7 @@ export interface operations {
                      *       "withinGeofence": true,
                      *       "suspicious": false,
                      *       "suspicionReasons": [],
+                     *       "geofenceStatus": "computed",
                      *       "createdAt": "2026-11-22T07:30:00.123Z",
                      *       "updatedAt": "2026-11-22T08:02:11.456Z"
                      *     }

@@ -46,3 +46,56 @@ export function normalizeTimestamp(value: string): string {
 export function normalizeOptionalTimestamp(value: string | null | undefined): string | null | undefined {
   return value === undefined || value === null ? value : normalizeTimestamp(value);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Wall-clock time in an IANA time zone. A local `YYYY-MM-DDTHH:mm:ss` is handled as "floating"
+// milliseconds: the epoch milliseconds it would have in UTC (`2026-03-30T09:00:00` →
+// Date.UTC(2026, 2, 30, 9)); the zone's rules (Intl) turn it into a real instant and back.
+
+const DAY = 86_400_000;
+
+/** Floating milliseconds → `YYYY-MM-DDTHH:mm:ss`. */
+export function formatLocal(floating: number): string {
+  return new Date(floating).toISOString().slice(0, 19);
+}
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatterFor(timeZone: string): Intl.DateTimeFormat {
+  let f = formatters.get(timeZone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
+    });
+    formatters.set(timeZone, f);
+  }
+  return f;
+}
+
+/** The wall clock of `timeZone` at the instant `utc`, as floating milliseconds. */
+export function wallClockAt(utc: number, timeZone: string): number {
+  const whole = Math.floor(utc / 1000) * 1000;
+  const parts: Record<string, number> = {};
+  for (const p of formatterFor(timeZone).formatToParts(new Date(whole))) if (p.type !== 'literal') parts[p.type] = Number(p.value);
+  return Date.UTC(parts.year, parts.month - 1, parts.day, parts.hour % 24, parts.minute, parts.second) + (utc - whole);
+}
+
+/**
+ * The instant at which `timeZone`'s clocks show the floating time `local`. Like Temporal's
+ * `disambiguation: 'compatible'`: a time repeated when clocks go back is its first (earlier)
+ * instant; a time skipped when clocks go forward moves forward by the length of the gap.
+ */
+export function localToUtc(local: number, timeZone: string): number {
+  const before = wallClockAt(local - DAY, timeZone) - (local - DAY);
+  const after = wallClockAt(local + DAY, timeZone) - (local + DAY);
+  const candidates = [...new Set([before, after])]
+    .map((offset) => local - offset)
+    .filter((utc) => wallClockAt(utc, timeZone) === local)
+    .sort((a, b) => a - b);
+  return candidates.length ? candidates[0] : local - before;
+}
+
+/** The instant (UTC with milliseconds) at which `timeZone`'s clocks show the stored local `YYYY-MM-DDTHH:mm:ss`. */
+export function localInstant(local: string, timeZone: string): string {
+  return new Date(localToUtc(Date.parse(`${local}Z`), timeZone)).toISOString();
+}

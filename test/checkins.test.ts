@@ -4,8 +4,8 @@ import { describeEachDatabase, anId, aTimestamp, anError, TestContext } from './
 const north = { name: 'North Substation', address: '1 Grid Road, Leeds', latitude: 53.8008, longitude: -1.5491, geofenceRadiusMeters: 150 };
 const nearby = { latitude: 53.8012, longitude: -1.5485, accuracyMeters: 12 };
 const farAway = { latitude: 53.804, longitude: -1.5491, accuracyMeters: 10 };
-const insideVerdict = { distanceFromSiteMeters: 59.4, withinGeofence: true, suspicious: false, suspicionReasons: [] };
-const noVerdict = { distanceFromSiteMeters: null, withinGeofence: null, suspicious: null, suspicionReasons: null };
+const insideVerdict = { distanceFromSiteMeters: 59.4, withinGeofence: true, suspicious: false, suspicionReasons: [], geofenceStatus: 'computed' };
+const noVerdict = (geofenceStatus: string) => ({ distanceFromSiteMeters: null, withinGeofence: null, suspicious: null, suspicionReasons: null, geofenceStatus });
 
 const hoursFromNow = (hours: number) => new Date(Date.now() + hours * 3600_000).toISOString();
 
@@ -34,13 +34,13 @@ describeEachDatabase('checkins', (t) => {
         checkOutAddress: null,
         checkedInAt: null,
         checkedOutAt: null,
-        ...noVerdict,
+        ...noVerdict('no_coordinates'),
         createdAt: aTimestamp(),
         updatedAt: res.body.createdAt,
       });
       expect(res.headers.location).toBe(`/v1/checkins/${res.body.id}`);
       expect(await storedCheckin(t, res.body.id)).toMatchObject({
-        user_id: 'alice', site_id: site.id, status: 'pre_checkin', arrival_window_end_at: '2026-11-22T09:00:00.000Z', latitude: null, suspicion_reasons: null,
+        user_id: 'alice', site_id: site.id, status: 'pre_checkin', arrival_window_end_at: '2026-11-22T09:00:00.000Z', latitude: null, suspicion_reasons: null, geofence_status: 'no_coordinates',
       });
     });
 
@@ -51,19 +51,40 @@ describeEachDatabase('checkins', (t) => {
         status: 'active', coordinates: nearby, checkInAddress: 'Gate 2', checkedInAt: res.body.createdAt, ...insideVerdict,
       }));
       expect(await storedCheckin(t, res.body.id)).toMatchObject({
-        status: 'active', latitude: nearby.latitude, longitude: nearby.longitude, accuracy_meters: 12, distance_from_site_meters: 59.4, suspicion_reasons: '[]',
+        status: 'active', latitude: nearby.latitude, longitude: nearby.longitude, accuracy_meters: 12, distance_from_site_meters: 59.4, suspicion_reasons: '[]', geofence_status: 'computed',
       });
     });
 
-    it('gives no verdict when the site does not exist, has no location, or there are no coordinates', async () => {
+    it('gives no verdict when the site does not exist, has no location, or there are no coordinates, and says which', async () => {
       const unknown = await post('/v1/checkins', { userId: 'carol', siteId: 'site_elsewhere', coordinates: nearby }).expect(201);
-      expect(unknown.body).toEqual(expect.objectContaining({ siteId: 'site_elsewhere', coordinates: nearby, ...noVerdict }));
+      expect(unknown.body).toEqual(expect.objectContaining({ siteId: 'site_elsewhere', coordinates: nearby, ...noVerdict('site_not_found') }));
+      expect(await storedCheckin(t, unknown.body.id)).toMatchObject({ geofence_status: 'site_not_found' });
       const depot = await newSite({ name: 'Depot without location' });
       const noLocation = await post('/v1/checkins', { userId: 'carol', siteId: depot.id, coordinates: nearby }).expect(201);
-      expect(noLocation.body).toEqual(expect.objectContaining(noVerdict));
+      expect(noLocation.body).toEqual(expect.objectContaining(noVerdict('no_site_location')));
       const site = await newSite();
       const noCoordinates = await post('/v1/checkins', { userId: 'carol', siteId: site.id, status: 'active' }).expect(201);
-      expect(noCoordinates.body).toEqual(expect.objectContaining({ coordinates: null, ...noVerdict }));
+      expect(noCoordinates.body).toEqual(expect.objectContaining({ coordinates: null, ...noVerdict('no_coordinates') }));
+      // a site of another organization is no site of this one
+      const elsewhere = await newSite(north, await t.newKey({ organization: 'other-geofence-org' }));
+      const foreign = await post('/v1/checkins', { userId: 'carol', siteId: elsewhere.id, coordinates: nearby }).expect(201);
+      expect(foreign.body).toEqual(expect.objectContaining(noVerdict('site_not_found')));
+      // reads and lists show the same status as the write did
+      expect((await t.http.get(`/v1/checkins/${noLocation.body.id}`).set('Authorization', t.auth).expect(200)).body.geofenceStatus).toBe('no_site_location');
+      const listed = (await t.http.get('/v1/checkins?userId=carol').set('Authorization', t.auth).expect(200)).body.data;
+      expect(listed.map((c: { geofenceStatus: string }) => c.geofenceStatus)).toEqual(['site_not_found', 'no_site_location', 'no_coordinates', 'site_not_found']);
+    });
+
+    it('moves from no_coordinates to a verdict when a position is reported, and back to a reason when the site has none', async () => {
+      const site = await newSite();
+      const planned = (await post('/v1/checkins', { userId: 'dora', siteId: site.id }).expect(201)).body;
+      expect(planned.geofenceStatus).toBe('no_coordinates');
+      const located = await patch(`/v1/checkins/${planned.id}`, { coordinates: nearby }).expect(200);
+      expect(located.body).toEqual(expect.objectContaining(insideVerdict));
+      // the site loses its location; the next reported position cannot be measured, and says so
+      await patch(`/v1/sites/${site.id}`, { latitude: null, longitude: null }).expect(200);
+      const again = await patch(`/v1/checkins/${planned.id}`, { coordinates: farAway }).expect(200);
+      expect(again.body).toEqual(expect.objectContaining({ coordinates: farAway, ...noVerdict('no_site_location') }));
     });
 
     it('flags outside_geofence and low_accuracy but still creates the check-in', async () => {
@@ -215,7 +236,7 @@ describeEachDatabase('checkins', (t) => {
       const user = await newUser({ userId: 'leo' });
       const planned = (await post('/v1/checkins', { userId: 'leo', siteId: site.id }).expect(201)).body;
       const res = await patch(`/v1/checkins/${planned.id}`, { coordinates: farAway }).expect(200);
-      expect(res.body).toEqual({ ...planned, coordinates: farAway, distanceFromSiteMeters: 355.8, withinGeofence: false, suspicious: true, suspicionReasons: ['outside_geofence'], updatedAt: aTimestamp() });
+      expect(res.body).toEqual({ ...planned, coordinates: farAway, distanceFromSiteMeters: 355.8, withinGeofence: false, suspicious: true, suspicionReasons: ['outside_geofence'], geofenceStatus: 'computed', updatedAt: aTimestamp() });
       expect(await storedUser(t, user.id)).toMatchObject({ last_location_source: null, last_location_checkin_id: null });
     });
 
@@ -318,7 +339,7 @@ describeEachDatabase('checkins', (t) => {
       const site = await newSite();
       const user = await newUser({ userId: 'quinn' });
       const theirs = await post('/v1/checkins', { userId: 'quinn', siteId: site.id, status: 'active', coordinates: nearby }, other).expect(201);
-      expect(theirs.body).toEqual(expect.objectContaining(noVerdict));
+      expect(theirs.body).toEqual(expect.objectContaining(noVerdict('site_not_found')));
       expect(await storedUser(t, user.id)).toMatchObject({ last_location_checkin_id: null });
     });
   });

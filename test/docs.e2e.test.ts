@@ -59,6 +59,11 @@ describeWithBrowser('/docs in headless Chromium', () => {
     });
     const pageErrors: string[] = [];
     page.on('pageerror', (err) => pageErrors.push(err.message));
+    // a clean page: no request of the page answered with an error (the icon included)
+    const failed: string[] = [];
+    page.on('response', (res) => { if (res.status() >= 400) failed.push(`${res.status()} ${res.url()}`); });
+    const consoleErrors: string[] = [];
+    page.on('console', (message) => { if (message.type() === 'error') consoleErrors.push(message.text()); });
 
     const response = await page.goto(`${baseUrl}/docs`, { waitUntil: 'load', timeout: 30_000 });
     expect(response?.status()).toBe(200);
@@ -73,11 +78,21 @@ describeWithBrowser('/docs in headless Chromium', () => {
     // "Try it out" calls the server the page came from
     expect(await page.$eval('.servers select', (select) => (select as unknown as { value: string }).value)).toBe(baseUrl);
 
+    // headless Chromium loads no icon by itself; a headed browser asks for the declared icon, or for
+    // /favicon.ico when none is declared: both answer. (A page fetch of the bare /favicon.ico fails
+    // inside Chromium under request interception, hence the query string.)
+    const declared = await page.$eval('link[rel="icon"]', (link) => link.getAttribute('href'));
+    const statusOf = (url: string) => page.evaluate(async (u) => (await fetch(u)).status, url);
+    expect({ declared, status: await statusOf(declared ?? ''), root: await statusOf('/favicon.ico?from-page') })
+      .toEqual({ declared: '/docs/assets/favicon-32x32.png', status: 200, root: 200 });
+
     const artifacts = path.resolve(__dirname, 'artifacts');
     fs.mkdirSync(artifacts, { recursive: true });
     await page.screenshot({ path: path.join(artifacts, 'docs.png'), fullPage: false });
 
     expect(outside).toEqual([]);
     expect(pageErrors).toEqual([]);
+    expect(failed).toEqual([]);
+    expect(consoleErrors).toEqual([]);
   }, 60_000);
 });

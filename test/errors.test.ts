@@ -164,4 +164,12 @@ describeEachDatabase('public routes', (t) => {
     expect(page.text).not.toMatch(/https?:\/\//);
     await t.http.get('/docs/assets/swagger-ui-bundle.js').expect(200);
   });
+
+  it('serves an icon for the page and for a browser asking for /favicon.ico, so no 404 is logged', async () => {
+    const page = await t.http.get('/docs').expect(200);
+    expect(page.text).toContain('<link rel="icon" type="image/png" sizes="32x32" href="/docs/assets/favicon-32x32.png">');
+    await t.http.get('/docs/assets/favicon-32x32.png').expect(200).expect('Content-Type', 'image/png');
+    const icon = await t.http.get('/favicon.ico').expect(200).expect('Content-Type', 'image/png');
+    expect(icon.body.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+  });
 });

@@ -1,4 +1,4 @@
-import { geofenceVerdict, haversineMeters, isImpossibleTravel, isOutsideWindow, NO_VERDICT, VerdictInput } from '../runtime/domain/geofence';
+import { geofenceVerdict, haversineMeters, isImpossibleTravel, isOutsideWindow, NO_VERDICT, noVerdict, VerdictInput } from '../runtime/domain/geofence';
 
 const site = { latitude: 53.8008, longitude: -1.5491, geofenceRadiusMeters: 150 };
 const base: VerdictInput = {
@@ -32,18 +32,19 @@ describe('haversineMeters', () => {
 
 describe('geofenceVerdict', () => {
   it('inside the radius with good accuracy: within, not suspicious', () => {
-    expect(geofenceVerdict(base)).toEqual({ distanceFromSiteMeters: 59.4, withinGeofence: true, suspicious: false, suspicionReasons: [] });
+    expect(geofenceVerdict(base)).toEqual({ distanceFromSiteMeters: 59.4, withinGeofence: true, suspicious: false, suspicionReasons: [], geofenceStatus: 'computed' });
   });
 
-  it('no verdict without a site, without a site location, or without a position', () => {
-    expect(geofenceVerdict({ ...base, site: undefined })).toEqual(NO_VERDICT);
-    expect(geofenceVerdict({ ...base, site: { latitude: null, longitude: null, geofenceRadiusMeters: 100 } })).toEqual(NO_VERDICT);
+  it('no verdict without a site, without a site location, or without a position, with the reason', () => {
+    expect(geofenceVerdict({ ...base, site: undefined })).toEqual(noVerdict('site_not_found'));
+    expect(geofenceVerdict({ ...base, site: { latitude: null, longitude: null, geofenceRadiusMeters: 100 } })).toEqual(noVerdict('no_site_location'));
     expect(geofenceVerdict({ ...base, position: null })).toEqual(NO_VERDICT);
+    expect(NO_VERDICT).toEqual({ distanceFromSiteMeters: null, withinGeofence: null, suspicious: null, suspicionReasons: null, geofenceStatus: 'no_coordinates' });
   });
 
   it('outside the radius', () => {
     const verdict = geofenceVerdict({ ...base, position: { latitude: 53.804, longitude: -1.5491, accuracyMeters: 10 } });
-    expect(verdict).toEqual({ distanceFromSiteMeters: 355.8, withinGeofence: false, suspicious: true, suspicionReasons: ['outside_geofence'] });
+    expect(verdict).toEqual({ distanceFromSiteMeters: 355.8, withinGeofence: false, suspicious: true, suspicionReasons: ['outside_geofence'], geofenceStatus: 'computed' });
   });
 
   it('the radius itself is inside (distance <= radius)', () => {
@@ -86,6 +87,7 @@ describe('geofenceVerdict', () => {
       withinGeofence: false,
       suspicious: true,
       suspicionReasons: ['outside_geofence', 'low_accuracy', 'outside_arrival_window', 'impossible_travel'],
+      geofenceStatus: 'computed',
     });
   });
 });

@@ -2459,9 +2459,9 @@ return errors === 0;
 validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ScheduleCreate = validate87;
-const schema39 = {"type":"object","additionalProperties":false,"required":["templateId","siteId","timezone","startsAt"],"properties":{"templateId":{"type":"string","minLength":1,"maxLength":64},"siteId":{"type":"string","minLength":1,"maxLength":64},"assigneeUserId":{"type":"string","minLength":1,"maxLength":200},"timezone":{"type":"string","minLength":1,"maxLength":64,"description":"IANA time zone name, e.g. `Europe/London`."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080,"default":60},"recurrence":{"$ref":"components#/$defs/Recurrence"}}};
-const schema40 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
-const pattern9 = new RegExp("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$", "u");
+const schema39 = {"type":"object","additionalProperties":false,"required":["templateId","siteId","timezone","startsAt"],"properties":{"templateId":{"type":"string","minLength":1,"maxLength":64},"siteId":{"type":"string","minLength":1,"maxLength":64},"assigneeUserId":{"type":"string","minLength":1,"maxLength":200},"timezone":{"type":"string","minLength":1,"maxLength":64,"description":"IANA time zone name, e.g. `Europe/London`."},"startsAt":{"$ref":"components#/$defs/ScheduleStartsAt"},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080,"default":60},"recurrence":{"$ref":"components#/$defs/Recurrence"}}};
+const schema40 = {"description":"When the schedule starts, in either of two forms. A local wall-clock time without offset (`2026-03-23T09:00:00`) is read in the schedule's `timezone` (see `LocalDateTime`). An RFC 3339 date-time with an offset or `Z` (`2026-03-23T09:00:00+01:00`, `2026-03-23T08:00:00Z`) names an instant; it is stored as the wall-clock time the schedule's `timezone` shows at that instant (a fraction of a second is dropped). Either way the schedule keeps that local time of day, so a weekly 09:00 stays 09:00 local across daylight-saving changes. On update without `timezone`, an instant is read in the schedule's current time zone. The answer shows both forms: `startsAt` (local) and `startsAtUtc` (the instant).","type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(([.][0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?$","examples":["2026-03-23T09:00:00","2026-03-23T09:00:00+01:00","2026-03-23T09:00:00Z"]};
+const pattern9 = new RegExp("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(([.][0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?$", "u");
 
 function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -2475,7 +2475,7 @@ evaluated0.items = undefined;
 }
 if(typeof data === "string"){
 if(!pattern9.test(data)){
-const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$"},message:"must match pattern \""+"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$"+"\""};
+const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(([.][0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?$"},message:"must match pattern \""+"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(([.][0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?$"+"\""};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -2818,7 +2818,7 @@ return errors === 0;
 validate87.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ScheduleUpdate = validate92;
-const schema42 = {"type":"object","additionalProperties":false,"minProperties":1,"properties":{"templateId":{"type":"string","minLength":1,"maxLength":64},"siteId":{"type":"string","minLength":1,"maxLength":64},"assigneeUserId":{"type":["string","null"],"minLength":1,"maxLength":200},"timezone":{"type":"string","minLength":1,"maxLength":64},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"minLength":1,"maxLength":300,"description":"See `Recurrence`; `null` makes the schedule a single occurrence."}}};
+const schema42 = {"type":"object","additionalProperties":false,"minProperties":1,"properties":{"templateId":{"type":"string","minLength":1,"maxLength":64},"siteId":{"type":"string","minLength":1,"maxLength":64},"assigneeUserId":{"type":["string","null"],"minLength":1,"maxLength":200},"timezone":{"type":"string","minLength":1,"maxLength":64},"startsAt":{"$ref":"components#/$defs/ScheduleStartsAt"},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"minLength":1,"maxLength":300,"description":"See `Recurrence`; `null` makes the schedule a single occurrence."}}};
 
 function validate92(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5056,7 +5056,7 @@ return errors === 0;
 validate106.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.UserUpdate = validate109;
-const schema53 = {"type":"object","additionalProperties":false,"minProperties":1,"dependentRequired":{"lastLocationLat":["lastLocationLng"],"lastLocationLng":["lastLocationLat"]},"properties":{"lastLocationSiteId":{"type":["string","null"],"minLength":1,"maxLength":200},"lastLocationCheckinId":{"type":["string","null"],"minLength":1,"maxLength":200},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0,"maximum":1000000},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time"}}};
+const schema53 = {"type":"object","additionalProperties":false,"minProperties":1,"properties":{"lastLocationSiteId":{"type":["string","null"],"minLength":1,"maxLength":200},"lastLocationCheckinId":{"type":["string","null"],"minLength":1,"maxLength":200},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0,"maximum":1000000},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time"}}};
 
 function validate109(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5350,44 +5350,14 @@ errors++;
 }
 }
 }
-if(data.lastLocationLat !== undefined){
-if(data.lastLocationLng === undefined){
-const err21 = {instancePath,schemaPath:"#/dependentRequired",keyword:"dependentRequired",params:{property: "lastLocationLat",
-    missingProperty: "lastLocationLng",
-    depsCount: 1,
-    deps: "lastLocationLng"},message:"must have property lastLocationLng when property lastLocationLat is present"};
+}
+else {
+const err21 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err21];
 }
 else {
 vErrors.push(err21);
-}
-errors++;
-}
-}
-if(data.lastLocationLng !== undefined){
-if(data.lastLocationLat === undefined){
-const err22 = {instancePath,schemaPath:"#/dependentRequired",keyword:"dependentRequired",params:{property: "lastLocationLng",
-    missingProperty: "lastLocationLat",
-    depsCount: 1,
-    deps: "lastLocationLat"},message:"must have property lastLocationLat when property lastLocationLng is present"};
-if(vErrors === null){
-vErrors = [err22];
-}
-else {
-vErrors.push(err22);
-}
-errors++;
-}
-}
-}
-else {
-const err23 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err23];
-}
-else {
-vErrors.push(err23);
 }
 errors++;
 }

@@ -502,7 +502,7 @@ return errors === 0;
 validate61.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.Checkin = validate65;
-const schema26 = {"type":"object","required":["id","userId","siteId","status","arrivalWindowStartAt","arrivalWindowEndAt","coordinates","checkInAddress","checkOutAddress","checkedInAt","checkedOutAt","distanceFromSiteMeters","withinGeofence","suspicious","suspicionReasons","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `chk_`."},"userId":{"type":"string","description":"External user identity."},"siteId":{"type":"string","description":"Site of the check-in (need not exist as a site resource)."},"status":{"$ref":"components#/$defs/CheckinStatus"},"arrivalWindowStartAt":{"type":["string","null"],"format":"date-time","description":"Start of the planned arrival window."},"arrivalWindowEndAt":{"type":["string","null"],"format":"date-time","description":"End of the planned arrival window."},"coordinates":{"description":"The last reported position, or `null` when none was reported.","oneOf":[{"$ref":"components#/$defs/CheckinCoordinates"},{"type":"null"}]},"checkInAddress":{"type":["string","null"]},"checkOutAddress":{"type":["string","null"]},"checkedInAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the check-in becomes active."},"checkedOutAt":{"type":["string","null"],"format":"date-time","description":"Set by the server at checkout."},"distanceFromSiteMeters":{"type":["number","null"],"minimum":0,"description":"Great-circle distance from the site's location to `coordinates`, rounded to 0.1 m; `null` without a verdict."},"withinGeofence":{"type":["boolean","null"],"description":"`distanceFromSiteMeters <= geofenceRadiusMeters` of the site; `null` without a verdict."},"suspicious":{"type":["boolean","null"],"description":"`true` when `suspicionReasons` is not empty; `null` without a verdict. Flags never reject a check-in."},"suspicionReasons":{"type":["array","null"],"items":{"$ref":"components#/$defs/SuspicionReason"},"description":"Stable codes; `[]` when nothing is suspicious; `null` without a verdict (the site is unknown or has no location, or no coordinates were reported)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema26 = {"type":"object","required":["id","userId","siteId","status","arrivalWindowStartAt","arrivalWindowEndAt","coordinates","checkInAddress","checkOutAddress","checkedInAt","checkedOutAt","distanceFromSiteMeters","withinGeofence","suspicious","suspicionReasons","geofenceStatus","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `chk_`."},"userId":{"type":"string","description":"External user identity."},"siteId":{"type":"string","description":"Site of the check-in (need not exist as a site resource)."},"status":{"$ref":"components#/$defs/CheckinStatus"},"arrivalWindowStartAt":{"type":["string","null"],"format":"date-time","description":"Start of the planned arrival window."},"arrivalWindowEndAt":{"type":["string","null"],"format":"date-time","description":"End of the planned arrival window."},"coordinates":{"description":"The last reported position, or `null` when none was reported.","oneOf":[{"$ref":"components#/$defs/CheckinCoordinates"},{"type":"null"}]},"checkInAddress":{"type":["string","null"]},"checkOutAddress":{"type":["string","null"]},"checkedInAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the check-in becomes active."},"checkedOutAt":{"type":["string","null"],"format":"date-time","description":"Set by the server at checkout."},"distanceFromSiteMeters":{"type":["number","null"],"minimum":0,"description":"Great-circle distance from the site's location to `coordinates`, rounded to 0.1 m; `null` without a verdict."},"withinGeofence":{"type":["boolean","null"],"description":"`distanceFromSiteMeters <= geofenceRadiusMeters` of the site; `null` without a verdict."},"suspicious":{"type":["boolean","null"],"description":"`true` when `suspicionReasons` is not empty; `null` without a verdict. Flags never reject a check-in."},"suspicionReasons":{"type":["array","null"],"items":{"$ref":"components#/$defs/SuspicionReason"},"description":"Stable codes; `[]` when nothing is suspicious; `null` without a verdict (the site is unknown or has no location, or no coordinates were reported; `geofenceStatus` says which)."},"geofenceStatus":{"$ref":"components#/$defs/GeofenceStatus"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 const schema27 = {"type":"string","enum":["pre_checkin","active","checked_out"],"description":"`pre_checkin` (on the way, planned arrival), `active` (present at the site), `checked_out` (left; final)."};
 
 function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -731,6 +731,43 @@ return errors === 0;
 }
 validate70.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
+const schema30 = {"type":"string","enum":["computed","no_coordinates","site_not_found","no_site_location"],"description":"Whether the geofence fields hold a verdict and, when they do not, why. Decided with the verdict:\nwhen the check-in is created, when coordinates are reported, and when it becomes active; it\ndescribes the site as it was then. New values may be added within v1.\n* `computed`: the verdict fields are set.\n* `no_coordinates`: no position has been reported for the check-in.\n* `site_not_found`: `siteId` names no site of the organization (it need not), so there is\n  nothing to measure against.\n* `no_site_location`: the site exists but has no `latitude`/`longitude`.\n"};
+
+function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate72.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data !== "string"){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(!((((data === "computed") || (data === "no_coordinates")) || (data === "site_not_found")) || (data === "no_site_location"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema30.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate72.errors = vErrors;
+return errors === 0;
+}
+validate72.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
 
 function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -893,8 +930,8 @@ vErrors.push(err14);
 }
 errors++;
 }
-if(data.createdAt === undefined){
-const err15 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(data.geofenceStatus === undefined){
+const err15 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "geofenceStatus"},message:"must have required property '"+"geofenceStatus"+"'"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -903,8 +940,8 @@ vErrors.push(err15);
 }
 errors++;
 }
-if(data.updatedAt === undefined){
-const err16 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(data.createdAt === undefined){
+const err16 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -913,9 +950,8 @@ vErrors.push(err16);
 }
 errors++;
 }
-if(data.id !== undefined){
-if(typeof data.id !== "string"){
-const err17 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.updatedAt === undefined){
+const err17 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -924,10 +960,9 @@ vErrors.push(err17);
 }
 errors++;
 }
-}
-if(data.userId !== undefined){
-if(typeof data.userId !== "string"){
-const err18 = {instancePath:instancePath+"/userId",schemaPath:"#/properties/userId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err18 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -937,14 +972,26 @@ vErrors.push(err18);
 errors++;
 }
 }
-if(data.siteId !== undefined){
-if(typeof data.siteId !== "string"){
-const err19 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.userId !== undefined){
+if(typeof data.userId !== "string"){
+const err19 = {instancePath:instancePath+"/userId",schemaPath:"#/properties/userId/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err19];
 }
 else {
 vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data.siteId !== undefined){
+if(typeof data.siteId !== "string"){
+const err20 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
 }
 errors++;
 }
@@ -958,18 +1005,7 @@ errors = vErrors.length;
 if(data.arrivalWindowStartAt !== undefined){
 let data4 = data.arrivalWindowStartAt;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err20 = {instancePath:instancePath+"/arrivalWindowStartAt",schemaPath:"#/properties/arrivalWindowStartAt/type",keyword:"type",params:{type: schema26.properties.arrivalWindowStartAt.type},message:"must be string,null"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-if(typeof data4 === "string"){
-if(!(formats0.validate(data4))){
-const err21 = {instancePath:instancePath+"/arrivalWindowStartAt",schemaPath:"#/properties/arrivalWindowStartAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+const err21 = {instancePath:instancePath+"/arrivalWindowStartAt",schemaPath:"#/properties/arrivalWindowStartAt/type",keyword:"type",params:{type: schema26.properties.arrivalWindowStartAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -978,12 +1014,9 @@ vErrors.push(err21);
 }
 errors++;
 }
-}
-}
-if(data.arrivalWindowEndAt !== undefined){
-let data5 = data.arrivalWindowEndAt;
-if((typeof data5 !== "string") && (data5 !== null)){
-const err22 = {instancePath:instancePath+"/arrivalWindowEndAt",schemaPath:"#/properties/arrivalWindowEndAt/type",keyword:"type",params:{type: schema26.properties.arrivalWindowEndAt.type},message:"must be string,null"};
+if(typeof data4 === "string"){
+if(!(formats0.validate(data4))){
+const err22 = {instancePath:instancePath+"/arrivalWindowStartAt",schemaPath:"#/properties/arrivalWindowStartAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -992,14 +1025,28 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(typeof data5 === "string"){
-if(!(formats0.validate(data5))){
-const err23 = {instancePath:instancePath+"/arrivalWindowEndAt",schemaPath:"#/properties/arrivalWindowEndAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+}
+}
+if(data.arrivalWindowEndAt !== undefined){
+let data5 = data.arrivalWindowEndAt;
+if((typeof data5 !== "string") && (data5 !== null)){
+const err23 = {instancePath:instancePath+"/arrivalWindowEndAt",schemaPath:"#/properties/arrivalWindowEndAt/type",keyword:"type",params:{type: schema26.properties.arrivalWindowEndAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
 else {
 vErrors.push(err23);
+}
+errors++;
+}
+if(typeof data5 === "string"){
+if(!(formats0.validate(data5))){
+const err24 = {instancePath:instancePath+"/arrivalWindowEndAt",schemaPath:"#/properties/arrivalWindowEndAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
 }
 errors++;
 }
@@ -1026,12 +1073,12 @@ props0.accuracyMeters = true;
 }
 const _errs15 = errors;
 if(data6 !== null){
-const err24 = {instancePath:instancePath+"/coordinates",schemaPath:"#/properties/coordinates/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err25 = {instancePath:instancePath+"/coordinates",schemaPath:"#/properties/coordinates/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err24];
+vErrors = [err25];
 }
 else {
-vErrors.push(err24);
+vErrors.push(err25);
 }
 errors++;
 }
@@ -1047,12 +1094,12 @@ passing0 = 1;
 }
 }
 if(!valid1){
-const err25 = {instancePath:instancePath+"/coordinates",schemaPath:"#/properties/coordinates/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+const err26 = {instancePath:instancePath+"/coordinates",schemaPath:"#/properties/coordinates/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
 if(vErrors === null){
-vErrors = [err25];
+vErrors = [err26];
 }
 else {
-vErrors.push(err25);
+vErrors.push(err26);
 }
 errors++;
 }
@@ -1071,20 +1118,7 @@ vErrors = null;
 if(data.checkInAddress !== undefined){
 let data7 = data.checkInAddress;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err26 = {instancePath:instancePath+"/checkInAddress",schemaPath:"#/properties/checkInAddress/type",keyword:"type",params:{type: schema26.properties.checkInAddress.type},message:"must be string,null"};
-if(vErrors === null){
-vErrors = [err26];
-}
-else {
-vErrors.push(err26);
-}
-errors++;
-}
-}
-if(data.checkOutAddress !== undefined){
-let data8 = data.checkOutAddress;
-if((typeof data8 !== "string") && (data8 !== null)){
-const err27 = {instancePath:instancePath+"/checkOutAddress",schemaPath:"#/properties/checkOutAddress/type",keyword:"type",params:{type: schema26.properties.checkOutAddress.type},message:"must be string,null"};
+const err27 = {instancePath:instancePath+"/checkInAddress",schemaPath:"#/properties/checkInAddress/type",keyword:"type",params:{type: schema26.properties.checkInAddress.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -1094,10 +1128,10 @@ vErrors.push(err27);
 errors++;
 }
 }
-if(data.checkedInAt !== undefined){
-let data9 = data.checkedInAt;
-if((typeof data9 !== "string") && (data9 !== null)){
-const err28 = {instancePath:instancePath+"/checkedInAt",schemaPath:"#/properties/checkedInAt/type",keyword:"type",params:{type: schema26.properties.checkedInAt.type},message:"must be string,null"};
+if(data.checkOutAddress !== undefined){
+let data8 = data.checkOutAddress;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err28 = {instancePath:instancePath+"/checkOutAddress",schemaPath:"#/properties/checkOutAddress/type",keyword:"type",params:{type: schema26.properties.checkOutAddress.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -1106,9 +1140,11 @@ vErrors.push(err28);
 }
 errors++;
 }
-if(typeof data9 === "string"){
-if(!(formats0.validate(data9))){
-const err29 = {instancePath:instancePath+"/checkedInAt",schemaPath:"#/properties/checkedInAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+}
+if(data.checkedInAt !== undefined){
+let data9 = data.checkedInAt;
+if((typeof data9 !== "string") && (data9 !== null)){
+const err29 = {instancePath:instancePath+"/checkedInAt",schemaPath:"#/properties/checkedInAt/type",keyword:"type",params:{type: schema26.properties.checkedInAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -1117,12 +1153,9 @@ vErrors.push(err29);
 }
 errors++;
 }
-}
-}
-if(data.checkedOutAt !== undefined){
-let data10 = data.checkedOutAt;
-if((typeof data10 !== "string") && (data10 !== null)){
-const err30 = {instancePath:instancePath+"/checkedOutAt",schemaPath:"#/properties/checkedOutAt/type",keyword:"type",params:{type: schema26.properties.checkedOutAt.type},message:"must be string,null"};
+if(typeof data9 === "string"){
+if(!(formats0.validate(data9))){
+const err30 = {instancePath:instancePath+"/checkedInAt",schemaPath:"#/properties/checkedInAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -1131,9 +1164,12 @@ vErrors.push(err30);
 }
 errors++;
 }
-if(typeof data10 === "string"){
-if(!(formats0.validate(data10))){
-const err31 = {instancePath:instancePath+"/checkedOutAt",schemaPath:"#/properties/checkedOutAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+}
+}
+if(data.checkedOutAt !== undefined){
+let data10 = data.checkedOutAt;
+if((typeof data10 !== "string") && (data10 !== null)){
+const err31 = {instancePath:instancePath+"/checkedOutAt",schemaPath:"#/properties/checkedOutAt/type",keyword:"type",params:{type: schema26.properties.checkedOutAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -1142,12 +1178,9 @@ vErrors.push(err31);
 }
 errors++;
 }
-}
-}
-if(data.distanceFromSiteMeters !== undefined){
-let data11 = data.distanceFromSiteMeters;
-if((!((typeof data11 == "number") && (isFinite(data11)))) && (data11 !== null)){
-const err32 = {instancePath:instancePath+"/distanceFromSiteMeters",schemaPath:"#/properties/distanceFromSiteMeters/type",keyword:"type",params:{type: schema26.properties.distanceFromSiteMeters.type},message:"must be number,null"};
+if(typeof data10 === "string"){
+if(!(formats0.validate(data10))){
+const err32 = {instancePath:instancePath+"/checkedOutAt",schemaPath:"#/properties/checkedOutAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -1156,9 +1189,12 @@ vErrors.push(err32);
 }
 errors++;
 }
-if((typeof data11 == "number") && (isFinite(data11))){
-if(data11 < 0 || isNaN(data11)){
-const err33 = {instancePath:instancePath+"/distanceFromSiteMeters",schemaPath:"#/properties/distanceFromSiteMeters/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data.distanceFromSiteMeters !== undefined){
+let data11 = data.distanceFromSiteMeters;
+if((!((typeof data11 == "number") && (isFinite(data11)))) && (data11 !== null)){
+const err33 = {instancePath:instancePath+"/distanceFromSiteMeters",schemaPath:"#/properties/distanceFromSiteMeters/type",keyword:"type",params:{type: schema26.properties.distanceFromSiteMeters.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -1167,12 +1203,9 @@ vErrors.push(err33);
 }
 errors++;
 }
-}
-}
-if(data.withinGeofence !== undefined){
-let data12 = data.withinGeofence;
-if((typeof data12 !== "boolean") && (data12 !== null)){
-const err34 = {instancePath:instancePath+"/withinGeofence",schemaPath:"#/properties/withinGeofence/type",keyword:"type",params:{type: schema26.properties.withinGeofence.type},message:"must be boolean,null"};
+if((typeof data11 == "number") && (isFinite(data11))){
+if(data11 < 0 || isNaN(data11)){
+const err34 = {instancePath:instancePath+"/distanceFromSiteMeters",schemaPath:"#/properties/distanceFromSiteMeters/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -1182,10 +1215,11 @@ vErrors.push(err34);
 errors++;
 }
 }
-if(data.suspicious !== undefined){
-let data13 = data.suspicious;
-if((typeof data13 !== "boolean") && (data13 !== null)){
-const err35 = {instancePath:instancePath+"/suspicious",schemaPath:"#/properties/suspicious/type",keyword:"type",params:{type: schema26.properties.suspicious.type},message:"must be boolean,null"};
+}
+if(data.withinGeofence !== undefined){
+let data12 = data.withinGeofence;
+if((typeof data12 !== "boolean") && (data12 !== null)){
+const err35 = {instancePath:instancePath+"/withinGeofence",schemaPath:"#/properties/withinGeofence/type",keyword:"type",params:{type: schema26.properties.withinGeofence.type},message:"must be boolean,null"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -1195,15 +1229,28 @@ vErrors.push(err35);
 errors++;
 }
 }
-if(data.suspicionReasons !== undefined){
-let data14 = data.suspicionReasons;
-if((!(Array.isArray(data14))) && (data14 !== null)){
-const err36 = {instancePath:instancePath+"/suspicionReasons",schemaPath:"#/properties/suspicionReasons/type",keyword:"type",params:{type: schema26.properties.suspicionReasons.type},message:"must be array,null"};
+if(data.suspicious !== undefined){
+let data13 = data.suspicious;
+if((typeof data13 !== "boolean") && (data13 !== null)){
+const err36 = {instancePath:instancePath+"/suspicious",schemaPath:"#/properties/suspicious/type",keyword:"type",params:{type: schema26.properties.suspicious.type},message:"must be boolean,null"};
 if(vErrors === null){
 vErrors = [err36];
 }
 else {
 vErrors.push(err36);
+}
+errors++;
+}
+}
+if(data.suspicionReasons !== undefined){
+let data14 = data.suspicionReasons;
+if((!(Array.isArray(data14))) && (data14 !== null)){
+const err37 = {instancePath:instancePath+"/suspicionReasons",schemaPath:"#/properties/suspicionReasons/type",keyword:"type",params:{type: schema26.properties.suspicionReasons.type},message:"must be array,null"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
 }
 errors++;
 }
@@ -1215,6 +1262,12 @@ vErrors = vErrors === null ? validate70.errors : vErrors.concat(validate70.error
 errors = vErrors.length;
 }
 }
+}
+}
+if(data.geofenceStatus !== undefined){
+if(!(validate72(data.geofenceStatus, {instancePath:instancePath+"/geofenceStatus",parentData:data,parentDataProperty:"geofenceStatus",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate72.errors : vErrors.concat(validate72.errors);
+errors = vErrors.length;
 }
 }
 if(data.createdAt !== undefined){
@@ -1231,27 +1284,27 @@ errors = vErrors.length;
 }
 }
 else {
-const err37 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err38 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err37];
+vErrors = [err38];
 }
 else {
-vErrors.push(err37);
+vErrors.push(err38);
 }
 errors++;
 }
 validate65.errors = vErrors;
 return errors === 0;
 }
-validate65.evaluated = {"props":{"id":true,"userId":true,"siteId":true,"status":true,"arrivalWindowStartAt":true,"arrivalWindowEndAt":true,"coordinates":true,"checkInAddress":true,"checkOutAddress":true,"checkedInAt":true,"checkedOutAt":true,"distanceFromSiteMeters":true,"withinGeofence":true,"suspicious":true,"suspicionReasons":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":{"id":true,"userId":true,"siteId":true,"status":true,"arrivalWindowStartAt":true,"arrivalWindowEndAt":true,"coordinates":true,"checkInAddress":true,"checkOutAddress":true,"checkedInAt":true,"checkedOutAt":true,"distanceFromSiteMeters":true,"withinGeofence":true,"suspicious":true,"suspicionReasons":true,"geofenceStatus":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.CheckinList = validate74;
-const schema30 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Checkin"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.CheckinList = validate76;
+const schema31 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Checkin"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate74.evaluated;
+const evaluated0 = validate76.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1318,18 +1371,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate74.errors = vErrors;
+validate76.errors = vErrors;
 return errors === 0;
 }
-validate74.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate76.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Error = validate77;
-const schema31 = {"type":"object","required":["error","code","requestId"],"properties":{"error":{"type":"string","description":"Human-readable message; may change between releases."},"code":{"type":"string","description":"Stable machine-readable code.","enum":["VALIDATION_ERROR","INVALID_JSON","IDEMPOTENCY_KEY_INVALID","UNAUTHENTICATED","INSUFFICIENT_SCOPE","NOT_FOUND","METHOD_NOT_ALLOWED","ALREADY_EXISTS","INVALID_TRANSITION","RUN_INCOMPLETE","IDEMPOTENCY_KEY_REUSED","IDEMPOTENCY_IN_PROGRESS","PAYLOAD_TOO_LARGE","UNSUPPORTED_MEDIA_TYPE","RATE_LIMITED","INTERNAL","NOT_IMPLEMENTED","SERVICE_UNAVAILABLE"]},"details":{"type":"array","description":"Where useful, one entry per problem.","items":{"type":"object","required":["message"],"properties":{"path":{"type":"string","description":"JSON Pointer into the request (`/readings/3/value`, `/query/limit`)."},"message":{"type":"string"}}}},"requestId":{"type":"string"}},"examples":[{"error":"Request body has an unknown field: /colour","code":"VALIDATION_ERROR","details":[{"path":"/colour","message":"must NOT have additional properties"}],"requestId":"req_5b0c2c7e4f1a4d2e9a3b"}]};
+exports.Error = validate79;
+const schema32 = {"type":"object","required":["error","code","requestId"],"properties":{"error":{"type":"string","description":"Human-readable message; may change between releases."},"code":{"type":"string","description":"Stable machine-readable code.","enum":["VALIDATION_ERROR","INVALID_JSON","IDEMPOTENCY_KEY_INVALID","UNAUTHENTICATED","INSUFFICIENT_SCOPE","NOT_FOUND","METHOD_NOT_ALLOWED","ALREADY_EXISTS","INVALID_TRANSITION","RUN_INCOMPLETE","IDEMPOTENCY_KEY_REUSED","IDEMPOTENCY_IN_PROGRESS","PAYLOAD_TOO_LARGE","UNSUPPORTED_MEDIA_TYPE","RATE_LIMITED","INTERNAL","NOT_IMPLEMENTED","SERVICE_UNAVAILABLE"]},"details":{"type":"array","description":"Where useful, one entry per problem.","items":{"type":"object","required":["message"],"properties":{"path":{"type":"string","description":"JSON Pointer into the request (`/readings/3/value`, `/query/limit`)."},"message":{"type":"string"}}}},"requestId":{"type":"string"}},"examples":[{"error":"Request body has an unknown field: /colour","code":"VALIDATION_ERROR","details":[{"path":"/colour","message":"must NOT have additional properties"}],"requestId":"req_5b0c2c7e4f1a4d2e9a3b"}]};
 
-function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate77.evaluated;
+const evaluated0 = validate79.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1392,7 +1445,7 @@ vErrors.push(err4);
 errors++;
 }
 if(!((((((((((((((((((data1 === "VALIDATION_ERROR") || (data1 === "INVALID_JSON")) || (data1 === "IDEMPOTENCY_KEY_INVALID")) || (data1 === "UNAUTHENTICATED")) || (data1 === "INSUFFICIENT_SCOPE")) || (data1 === "NOT_FOUND")) || (data1 === "METHOD_NOT_ALLOWED")) || (data1 === "ALREADY_EXISTS")) || (data1 === "INVALID_TRANSITION")) || (data1 === "RUN_INCOMPLETE")) || (data1 === "IDEMPOTENCY_KEY_REUSED")) || (data1 === "IDEMPOTENCY_IN_PROGRESS")) || (data1 === "PAYLOAD_TOO_LARGE")) || (data1 === "UNSUPPORTED_MEDIA_TYPE")) || (data1 === "RATE_LIMITED")) || (data1 === "INTERNAL")) || (data1 === "NOT_IMPLEMENTED")) || (data1 === "SERVICE_UNAVAILABLE"))){
-const err5 = {instancePath:instancePath+"/code",schemaPath:"#/properties/code/enum",keyword:"enum",params:{allowedValues: schema31.properties.code.enum},message:"must be equal to one of the allowed values"};
+const err5 = {instancePath:instancePath+"/code",schemaPath:"#/properties/code/enum",keyword:"enum",params:{allowedValues: schema32.properties.code.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -1490,19 +1543,19 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate77.errors = vErrors;
+validate79.errors = vErrors;
 return errors === 0;
 }
-validate77.evaluated = {"props":{"error":true,"code":true,"details":true,"requestId":true},"dynamicProps":false,"dynamicItems":false};
+validate79.evaluated = {"props":{"error":true,"code":true,"details":true,"requestId":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationActionList = validate78;
-const schema32 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema33 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
+exports.IntegrationActionList = validate80;
+const schema33 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema34 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
 
-function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate79.evaluated;
+const evaluated0 = validate81.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1641,7 +1694,7 @@ vErrors.push(err11);
 errors++;
 }
 if(!(((((data4 === "GET") || (data4 === "POST")) || (data4 === "PATCH")) || (data4 === "PUT")) || (data4 === "DELETE"))){
-const err12 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema33.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err12 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema34.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -1702,16 +1755,16 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate79.errors = vErrors;
+validate81.errors = vErrors;
 return errors === 0;
 }
-validate79.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
+validate81.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate78(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate78.evaluated;
+const evaluated0 = validate80.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1744,8 +1797,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate79(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate79.errors : vErrors.concat(validate79.errors);
+if(!(validate81(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
 errors = vErrors.length;
 }
 }
@@ -1778,20 +1831,20 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate78.errors = vErrors;
+validate80.errors = vErrors;
 return errors === 0;
 }
-validate78.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate80.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationTriggerList = validate82;
-const schema34 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema35 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"type":"string","description":"Stable event type, e.g. `issue.created`."},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
-const schema36 = {"type":"object","description":"Shape of a delivered event.","required":["id","type","occurredAt","data"],"properties":{"id":{"type":"string","description":"Unique event id; receivers use it to drop duplicate deliveries."},"type":{"type":"string","description":"The trigger key."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it."}}};
+exports.IntegrationTriggerList = validate84;
+const schema35 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema36 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"type":"string","description":"Stable event type, e.g. `issue.created`."},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
+const schema37 = {"type":"object","description":"Shape of a delivered event.","required":["id","type","occurredAt","data"],"properties":{"id":{"type":"string","description":"Unique event id; receivers use it to drop duplicate deliveries."},"type":{"type":"string","description":"The trigger key."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it."}}};
 
-function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate84.evaluated;
+const evaluated0 = validate86.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1895,16 +1948,16 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate84.errors = vErrors;
+validate86.errors = vErrors;
 return errors === 0;
 }
-validate84.evaluated = {"props":{"id":true,"type":true,"occurredAt":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate86.evaluated = {"props":{"id":true,"type":true,"occurredAt":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate83.evaluated;
+const evaluated0 = validate85.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2011,8 +2064,8 @@ errors++;
 }
 }
 if(data.samplePayload !== undefined){
-if(!(validate84(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate84.errors : vErrors.concat(validate84.errors);
+if(!(validate86(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -2027,16 +2080,16 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate83.errors = vErrors;
+validate85.errors = vErrors;
 return errors === 0;
 }
-validate83.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
+validate85.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate82.evaluated;
+const evaluated0 = validate84.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2069,8 +2122,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate83(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate83.errors : vErrors.concat(validate83.errors);
+if(!(validate85(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate85.errors : vErrors.concat(validate85.errors);
 errors = vErrors.length;
 }
 }
@@ -2103,51 +2156,14 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate82.errors = vErrors;
+validate84.errors = vErrors;
 return errors === 0;
 }
-validate82.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate84.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Issue = validate89;
-const schema37 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema38 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
-
-function validate90(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate90.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(typeof data !== "string"){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(!((((data === "open") || (data === "in_progress")) || (data === "resolved")) || (data === "closed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema38.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-validate90.errors = vErrors;
-return errors === 0;
-}
-validate90.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-const schema39 = {"type":"string","enum":["low","medium","high","critical"]};
+exports.Issue = validate91;
+const schema38 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema39 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
 
 function validate92(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -2169,7 +2185,7 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(!((((data === "low") || (data === "medium")) || (data === "high")) || (data === "critical"))){
+if(!((((data === "open") || (data === "in_progress")) || (data === "resolved")) || (data === "closed"))){
 const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema39.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
@@ -2184,11 +2200,48 @@ return errors === 0;
 }
 validate92.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
+const schema40 = {"type":"string","enum":["low","medium","high","critical"]};
 
-function validate89(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate94(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate89.evaluated;
+const evaluated0 = validate94.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data !== "string"){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(!((((data === "low") || (data === "medium")) || (data === "high")) || (data === "critical"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema40.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate94.errors = vErrors;
+return errors === 0;
+}
+validate94.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+
+function validate91(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate91.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2363,7 +2416,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema37.properties.description.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema38.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -2374,21 +2427,21 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate90(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate90.errors : vErrors.concat(validate90.errors);
+if(!(validate92(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate92.errors : vErrors.concat(validate92.errors);
 errors = vErrors.length;
 }
 }
 if(data.priority !== undefined){
-if(!(validate92(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate92.errors : vErrors.concat(validate92.errors);
+if(!(validate94(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate94.errors : vErrors.concat(validate94.errors);
 errors = vErrors.length;
 }
 }
 if(data.siteId !== undefined){
 let data5 = data.siteId;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema37.properties.siteId.type},message:"must be string,null"};
+const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema38.properties.siteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -2401,7 +2454,7 @@ errors++;
 if(data.assetId !== undefined){
 let data6 = data.assetId;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema37.properties.assetId.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema38.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -2414,7 +2467,7 @@ errors++;
 if(data.runId !== undefined){
 let data7 = data.runId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema37.properties.runId.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema38.properties.runId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -2427,7 +2480,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data8 = data.assigneeUserId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema37.properties.assigneeUserId.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema38.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -2440,7 +2493,7 @@ errors++;
 if(data.dueAt !== undefined){
 let data9 = data.dueAt;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema37.properties.dueAt.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema38.properties.dueAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -2465,7 +2518,7 @@ errors++;
 if(data.resolvedAt !== undefined){
 let data10 = data.resolvedAt;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema37.properties.resolvedAt.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema38.properties.resolvedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -2490,7 +2543,7 @@ errors++;
 if(data.closedAt !== undefined){
 let data11 = data.closedAt;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema37.properties.closedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema38.properties.closedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -2535,18 +2588,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate89.errors = vErrors;
+validate91.errors = vErrors;
 return errors === 0;
 }
-validate89.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate91.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IssueList = validate96;
-const schema40 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.IssueList = validate98;
+const schema41 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate96(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate98(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate96.evaluated;
+const evaluated0 = validate98.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2579,8 +2632,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate89(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate89.errors : vErrors.concat(validate89.errors);
+if(!(validate91(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate91.errors : vErrors.concat(validate91.errors);
 errors = vErrors.length;
 }
 }
@@ -2613,20 +2666,20 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate96.errors = vErrors;
+validate98.errors = vErrors;
 return errors === 0;
 }
-validate96.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate98.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Log = validate99;
-const schema41 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema42 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
+exports.Log = validate101;
+const schema42 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema43 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
 const pattern4 = new RegExp("^[a-z][a-z0-9_]{0,39}$", "u");
 
-function validate100(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate100.evaluated;
+const evaluated0 = validate102.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2655,18 +2708,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate100.errors = vErrors;
+validate102.errors = vErrors;
 return errors === 0;
 }
-validate100.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate102.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema43 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
+const schema44 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
 const pattern5 = new RegExp("^[A-Za-z0-9_.:-]+$", "u");
 
-function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate102.evaluated;
+const evaluated0 = validate104.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2715,17 +2768,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate102.errors = vErrors;
+validate104.errors = vErrors;
 return errors === 0;
 }
-validate102.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate104.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema44 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
+const schema45 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
 
-function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate106(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate104.evaluated;
+const evaluated0 = validate106.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2743,7 +2796,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "comment") || (data === "note")) || (data === "status"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema44.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema45.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2752,18 +2805,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate104.errors = vErrors;
+validate106.errors = vErrors;
 return errors === 0;
 }
-validate104.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate106.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema45 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
+const schema46 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
 const pattern6 = new RegExp("^[a-z][a-z0-9_.-]{0,39}$", "u");
 
-function validate106(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate108(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate106.evaluated;
+const evaluated0 = validate108.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2792,16 +2845,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate106.errors = vErrors;
+validate108.errors = vErrors;
 return errors === 0;
 }
-validate106.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate108.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate99(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate101(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate99.evaluated;
+const evaluated0 = validate101.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2892,20 +2945,20 @@ errors++;
 }
 }
 if(data.entityType !== undefined){
-if(!(validate100(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate100.errors : vErrors.concat(validate100.errors);
-errors = vErrors.length;
-}
-}
-if(data.entityId !== undefined){
-if(!(validate102(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
+if(!(validate102(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
 vErrors = vErrors === null ? validate102.errors : vErrors.concat(validate102.errors);
 errors = vErrors.length;
 }
 }
-if(data.entryType !== undefined){
-if(!(validate104(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
+if(data.entityId !== undefined){
+if(!(validate104(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
 vErrors = vErrors === null ? validate104.errors : vErrors.concat(validate104.errors);
+errors = vErrors.length;
+}
+}
+if(data.entryType !== undefined){
+if(!(validate106(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
 errors = vErrors.length;
 }
 }
@@ -2922,8 +2975,8 @@ errors++;
 }
 }
 if(data.source !== undefined){
-if(!(validate106(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
+if(!(validate108(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate108.errors : vErrors.concat(validate108.errors);
 errors = vErrors.length;
 }
 }
@@ -2944,18 +2997,18 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate99.errors = vErrors;
+validate101.errors = vErrors;
 return errors === 0;
 }
-validate99.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate101.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.LogList = validate109;
-const schema46 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.LogList = validate111;
+const schema47 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate109(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate109.evaluated;
+const evaluated0 = validate111.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2988,8 +3041,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate99(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate99.errors : vErrors.concat(validate99.errors);
+if(!(validate101(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate101.errors : vErrors.concat(validate101.errors);
 errors = vErrors.length;
 }
 }
@@ -3022,21 +3075,21 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate109.errors = vErrors;
+validate111.errors = vErrors;
 return errors === 0;
 }
-validate109.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate111.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.OccurrenceList = validate112;
-const schema47 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema48 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
-const schema49 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
+exports.OccurrenceList = validate114;
+const schema48 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema49 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
+const schema50 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
 const pattern7 = new RegExp("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$", "u");
 
-function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate118(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate116.evaluated;
+const evaluated0 = validate118.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3065,16 +3118,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate116.errors = vErrors;
+validate118.errors = vErrors;
 return errors === 0;
 }
-validate116.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate118.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate113(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate115(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate113.evaluated;
+const evaluated0 = validate115.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3243,7 +3296,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data4 = data.assigneeUserId;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema48.properties.assigneeUserId.type},message:"must be string,null"};
+const err15 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema49.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -3266,8 +3319,8 @@ errors = vErrors.length;
 }
 }
 if(data.localStartAt !== undefined){
-if(!(validate116(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate116.errors : vErrors.concat(validate116.errors);
+if(!(validate118(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate118.errors : vErrors.concat(validate118.errors);
 errors = vErrors.length;
 }
 }
@@ -3286,7 +3339,7 @@ errors++;
 if(data.runId !== undefined){
 let data9 = data.runId;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err17 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema48.properties.runId.type},message:"must be string,null"};
+const err17 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema49.properties.runId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -3299,7 +3352,7 @@ errors++;
 if(data.runStatus !== undefined){
 let data10 = data.runStatus;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err18 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/type",keyword:"type",params:{type: schema48.properties.runStatus.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/type",keyword:"type",params:{type: schema49.properties.runStatus.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -3309,7 +3362,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!(((data10 === "in_progress") || (data10 === "completed")) || (data10 === null))){
-const err19 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/enum",keyword:"enum",params:{allowedValues: schema48.properties.runStatus.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/enum",keyword:"enum",params:{allowedValues: schema49.properties.runStatus.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -3330,16 +3383,16 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate113.errors = vErrors;
+validate115.errors = vErrors;
 return errors === 0;
 }
-validate113.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
+validate115.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate112(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate114(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate112.evaluated;
+const evaluated0 = validate114.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3372,8 +3425,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate113(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate113.errors : vErrors.concat(validate113.errors);
+if(!(validate115(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate115.errors : vErrors.concat(validate115.errors);
 errors = vErrors.length;
 }
 }
@@ -3406,20 +3459,20 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate112.errors = vErrors;
+validate114.errors = vErrors;
 return errors === 0;
 }
-validate112.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate114.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Run = validate120;
-const schema50 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema51 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
-const schema52 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
+exports.Run = validate122;
+const schema51 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema52 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
+const schema53 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
 
-function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate124(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate122.evaluated;
+const evaluated0 = validate124.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3437,7 +3490,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "yes_no") || (data === "text")) || (data === "number")) || (data === "choice")) || (data === "photo_url"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema52.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema53.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3446,16 +3499,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate122.errors = vErrors;
+validate124.errors = vErrors;
 return errors === 0;
 }
-validate122.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate124.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate121(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate123(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate121.evaluated;
+const evaluated0 = validate123.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3538,8 +3591,8 @@ errors++;
 }
 }
 if(data.type !== undefined){
-if(!(validate122(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate122.errors : vErrors.concat(validate122.errors);
+if(!(validate124(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate124.errors : vErrors.concat(validate124.errors);
 errors = vErrors.length;
 }
 }
@@ -3558,7 +3611,7 @@ errors++;
 if(data.options !== undefined){
 let data4 = data.options;
 if((!(Array.isArray(data4))) && (data4 !== null)){
-const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema51.properties.options.type},message:"must be array,null"};
+const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema52.properties.options.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -3594,17 +3647,17 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate121.errors = vErrors;
+validate123.errors = vErrors;
 return errors === 0;
 }
-validate121.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
+validate123.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema53 = {"type":"string","enum":["in_progress","completed"]};
+const schema54 = {"type":"string","enum":["in_progress","completed"]};
 
-function validate125(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate125.evaluated;
+const evaluated0 = validate127.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3622,7 +3675,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((data === "in_progress") || (data === "completed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema53.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema54.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3631,17 +3684,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate125.errors = vErrors;
+validate127.errors = vErrors;
 return errors === 0;
 }
-validate125.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate127.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema54 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
+const schema55 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
 
-function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate129(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate127.evaluated;
+const evaluated0 = validate129.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3649,7 +3702,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(((typeof data !== "boolean") && (typeof data !== "string")) && (!((typeof data == "number") && (isFinite(data))))){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema54.type},message:"must be boolean,string,number"};
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema55.type},message:"must be boolean,string,number"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -3658,16 +3711,16 @@ vErrors.push(err0);
 }
 errors++;
 }
-validate127.errors = vErrors;
+validate129.errors = vErrors;
 return errors === 0;
 }
-validate127.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate129.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate120(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate120.evaluated;
+const evaluated0 = validate122.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3889,8 +3942,8 @@ let data3 = data.items;
 if(Array.isArray(data3)){
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate121(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate121.errors : vErrors.concat(validate121.errors);
+if(!(validate123(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate123.errors : vErrors.concat(validate123.errors);
 errors = vErrors.length;
 }
 }
@@ -3933,7 +3986,7 @@ errors++;
 if(data.assetId !== undefined){
 let data7 = data.assetId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema50.properties.assetId.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema51.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -3946,7 +3999,7 @@ errors++;
 if(data.occurrenceId !== undefined){
 let data8 = data.occurrenceId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema50.properties.occurrenceId.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema51.properties.occurrenceId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -3957,8 +4010,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate125(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate125.errors : vErrors.concat(validate125.errors);
+if(!(validate127(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate127.errors : vErrors.concat(validate127.errors);
 errors = vErrors.length;
 }
 }
@@ -3966,8 +4019,8 @@ if(data.answers !== undefined){
 let data10 = data.answers;
 if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
 for(const key0 in data10){
-if(!(validate127(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate127.errors : vErrors.concat(validate127.errors);
+if(!(validate129(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate129.errors : vErrors.concat(validate129.errors);
 errors = vErrors.length;
 }
 }
@@ -3986,7 +4039,7 @@ errors++;
 if(data.score !== undefined){
 let data12 = data.score;
 if((!((typeof data12 == "number") && (isFinite(data12)))) && (data12 !== null)){
-const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema50.properties.score.type},message:"must be number,null"};
+const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema51.properties.score.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -4021,7 +4074,7 @@ errors++;
 if(data.failedItemIds !== undefined){
 let data13 = data.failedItemIds;
 if((!(Array.isArray(data13))) && (data13 !== null)){
-const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema50.properties.failedItemIds.type},message:"must be array,null"};
+const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema51.properties.failedItemIds.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -4055,7 +4108,7 @@ errors = vErrors.length;
 if(data.completedAt !== undefined){
 let data16 = data.completedAt;
 if((typeof data16 !== "string") && (data16 !== null)){
-const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema50.properties.completedAt.type},message:"must be string,null"};
+const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema51.properties.completedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -4100,18 +4153,18 @@ vErrors.push(err33);
 }
 errors++;
 }
-validate120.errors = vErrors;
+validate122.errors = vErrors;
 return errors === 0;
 }
-validate120.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate122.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.RunList = validate132;
-const schema55 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.RunList = validate134;
+const schema56 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate132(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate134(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate132.evaluated;
+const evaluated0 = validate134.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4144,8 +4197,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate120(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
+if(!(validate122(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate122.errors : vErrors.concat(validate122.errors);
 errors = vErrors.length;
 }
 }
@@ -4178,18 +4231,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate132.errors = vErrors;
+validate134.errors = vErrors;
 return errors === 0;
 }
-validate132.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate134.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Schedule = validate135;
-const schema56 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Schedule = validate137;
+const schema57 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate135(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate137(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate135.evaluated;
+const evaluated0 = validate137.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4257,8 +4310,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(data.durationMinutes === undefined){
-const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "durationMinutes"},message:"must have required property '"+"durationMinutes"+"'"};
+if(data.startsAtUtc === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startsAtUtc"},message:"must have required property '"+"startsAtUtc"+"'"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -4267,8 +4320,8 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data.recurrence === undefined){
-const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "recurrence"},message:"must have required property '"+"recurrence"+"'"};
+if(data.durationMinutes === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "durationMinutes"},message:"must have required property '"+"durationMinutes"+"'"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -4277,8 +4330,8 @@ vErrors.push(err7);
 }
 errors++;
 }
-if(data.createdAt === undefined){
-const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(data.recurrence === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "recurrence"},message:"must have required property '"+"recurrence"+"'"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -4287,8 +4340,8 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(data.updatedAt === undefined){
-const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(data.createdAt === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -4297,9 +4350,8 @@ vErrors.push(err9);
 }
 errors++;
 }
-if(data.id !== undefined){
-if(typeof data.id !== "string"){
-const err10 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.updatedAt === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -4308,10 +4360,9 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-if(data.templateId !== undefined){
-if(typeof data.templateId !== "string"){
-const err11 = {instancePath:instancePath+"/templateId",schemaPath:"#/properties/templateId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err11 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -4321,9 +4372,9 @@ vErrors.push(err11);
 errors++;
 }
 }
-if(data.siteId !== undefined){
-if(typeof data.siteId !== "string"){
-const err12 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.templateId !== undefined){
+if(typeof data.templateId !== "string"){
+const err12 = {instancePath:instancePath+"/templateId",schemaPath:"#/properties/templateId/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -4333,10 +4384,9 @@ vErrors.push(err12);
 errors++;
 }
 }
-if(data.assigneeUserId !== undefined){
-let data3 = data.assigneeUserId;
-if((typeof data3 !== "string") && (data3 !== null)){
-const err13 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema56.properties.assigneeUserId.type},message:"must be string,null"};
+if(data.siteId !== undefined){
+if(typeof data.siteId !== "string"){
+const err13 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -4346,9 +4396,10 @@ vErrors.push(err13);
 errors++;
 }
 }
-if(data.timezone !== undefined){
-if(typeof data.timezone !== "string"){
-const err14 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.assigneeUserId !== undefined){
+let data3 = data.assigneeUserId;
+if((typeof data3 !== "string") && (data3 !== null)){
+const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema57.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -4358,16 +4409,9 @@ vErrors.push(err14);
 errors++;
 }
 }
-if(data.startsAt !== undefined){
-if(!(validate116(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate116.errors : vErrors.concat(validate116.errors);
-errors = vErrors.length;
-}
-}
-if(data.durationMinutes !== undefined){
-let data6 = data.durationMinutes;
-if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
-const err15 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.timezone !== undefined){
+if(typeof data.timezone !== "string"){
+const err15 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -4376,9 +4420,23 @@ vErrors.push(err15);
 }
 errors++;
 }
-if((typeof data6 == "number") && (isFinite(data6))){
-if(data6 > 10080 || isNaN(data6)){
-const err16 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10080},message:"must be <= 10080"};
+}
+if(data.startsAt !== undefined){
+if(!(validate118(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate118.errors : vErrors.concat(validate118.errors);
+errors = vErrors.length;
+}
+}
+if(data.startsAtUtc !== undefined){
+if(!(validate58(data.startsAtUtc, {instancePath:instancePath+"/startsAtUtc",parentData:data,parentDataProperty:"startsAtUtc",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.durationMinutes !== undefined){
+let data7 = data.durationMinutes;
+if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
+const err16 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -4387,8 +4445,9 @@ vErrors.push(err16);
 }
 errors++;
 }
-if(data6 < 1 || isNaN(data6)){
-const err17 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 10080 || isNaN(data7)){
+const err17 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10080},message:"must be <= 10080"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -4397,17 +4456,27 @@ vErrors.push(err17);
 }
 errors++;
 }
-}
-}
-if(data.recurrence !== undefined){
-let data7 = data.recurrence;
-if((typeof data7 !== "string") && (data7 !== null)){
-const err18 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema56.properties.recurrence.type},message:"must be string,null"};
+if(data7 < 1 || isNaN(data7)){
+const err18 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err18];
 }
 else {
 vErrors.push(err18);
+}
+errors++;
+}
+}
+}
+if(data.recurrence !== undefined){
+let data8 = data.recurrence;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema57.properties.recurrence.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
 }
 errors++;
 }
@@ -4426,27 +4495,27 @@ errors = vErrors.length;
 }
 }
 else {
-const err19 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err20 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err19];
+vErrors = [err20];
 }
 else {
-vErrors.push(err19);
+vErrors.push(err20);
 }
 errors++;
 }
-validate135.errors = vErrors;
+validate137.errors = vErrors;
 return errors === 0;
 }
-validate135.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate137.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.ScheduleList = validate139;
-const schema57 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.ScheduleList = validate142;
+const schema58 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate139(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate139.evaluated;
+const evaluated0 = validate142.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4479,8 +4548,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate135(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate135.errors : vErrors.concat(validate135.errors);
+if(!(validate137(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate137.errors : vErrors.concat(validate137.errors);
 errors = vErrors.length;
 }
 }
@@ -4513,18 +4582,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate139.errors = vErrors;
+validate142.errors = vErrors;
 return errors === 0;
 }
-validate139.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate142.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReading = validate142;
-const schema58 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.SensorReading = validate145;
+const schema59 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate145(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate142.evaluated;
+const evaluated0 = validate145.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4671,7 +4740,7 @@ errors++;
 if(data.sensorName !== undefined){
 let data3 = data.sensorName;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema58.properties.sensorName.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema59.properties.sensorName.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -4753,27 +4822,27 @@ vErrors.push(err18);
 }
 errors++;
 }
-validate142.errors = vErrors;
+validate145.errors = vErrors;
 return errors === 0;
 }
-validate142.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate145.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingIngestResult = validate145;
-const schema59 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
-const schema60 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
+exports.SensorReadingIngestResult = validate148;
+const schema60 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
+const schema61 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
 
-function validate146(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate149(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate146.evaluated;
+const evaluated0 = validate149.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate142(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
+if(!(validate145(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate145.errors : vErrors.concat(validate145.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -4810,16 +4879,16 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate146.errors = vErrors;
+validate149.errors = vErrors;
 return errors === 0;
 }
-validate146.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate149.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate145(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate148(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate145.evaluated;
+const evaluated0 = validate148.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4912,8 +4981,8 @@ let data2 = data.data;
 if(Array.isArray(data2)){
 const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate146(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate146.errors : vErrors.concat(validate146.errors);
+if(!(validate149(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate149.errors : vErrors.concat(validate149.errors);
 errors = vErrors.length;
 }
 }
@@ -4940,18 +5009,18 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate145.errors = vErrors;
+validate148.errors = vErrors;
 return errors === 0;
 }
-validate145.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate148.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingList = validate149;
-const schema61 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.SensorReadingList = validate152;
+const schema62 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate149(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate152(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate149.evaluated;
+const evaluated0 = validate152.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4984,8 +5053,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate142(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
+if(!(validate145(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate145.errors : vErrors.concat(validate145.errors);
 errors = vErrors.length;
 }
 }
@@ -5018,18 +5087,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate149.errors = vErrors;
+validate152.errors = vErrors;
 return errors === 0;
 }
-validate149.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate152.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Site = validate152;
-const schema62 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Site = validate155;
+const schema63 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate152(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate155(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate152.evaluated;
+const evaluated0 = validate155.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5154,7 +5223,7 @@ errors++;
 if(data.address !== undefined){
 let data2 = data.address;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema62.properties.address.type},message:"must be string,null"};
+const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema63.properties.address.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -5167,7 +5236,7 @@ errors++;
 if(data.latitude !== undefined){
 let data3 = data.latitude;
 if((!((typeof data3 == "number") && (isFinite(data3)))) && (data3 !== null)){
-const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema62.properties.latitude.type},message:"must be number,null"};
+const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema63.properties.latitude.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -5202,7 +5271,7 @@ errors++;
 if(data.longitude !== undefined){
 let data4 = data.longitude;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema62.properties.longitude.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema63.properties.longitude.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -5272,7 +5341,7 @@ errors++;
 if(data.timezone !== undefined){
 let data6 = data.timezone;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema62.properties.timezone.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema63.properties.timezone.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -5305,18 +5374,18 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate152.errors = vErrors;
+validate155.errors = vErrors;
 return errors === 0;
 }
-validate152.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate155.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SiteList = validate155;
-const schema63 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.SiteList = validate158;
+const schema64 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate155(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate158(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate155.evaluated;
+const evaluated0 = validate158.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5349,8 +5418,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate152(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+if(!(validate155(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate155.errors : vErrors.concat(validate155.errors);
 errors = vErrors.length;
 }
 }
@@ -5383,18 +5452,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate155.errors = vErrors;
+validate158.errors = vErrors;
 return errors === 0;
 }
-validate155.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate158.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Template = validate158;
-const schema64 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Template = validate161;
+const schema65 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate158(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate161(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate158.evaluated;
+const evaluated0 = validate161.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5499,7 +5568,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema64.properties.description.type},message:"must be string,null"};
+const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema65.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -5539,8 +5608,8 @@ let data4 = data.items;
 if(Array.isArray(data4)){
 const len0 = data4.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate121(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate121.errors : vErrors.concat(validate121.errors);
+if(!(validate123(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate123.errors : vErrors.concat(validate123.errors);
 errors = vErrors.length;
 }
 }
@@ -5579,18 +5648,18 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate158.errors = vErrors;
+validate161.errors = vErrors;
 return errors === 0;
 }
-validate158.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate161.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.TemplateList = validate162;
-const schema65 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.TemplateList = validate165;
+const schema66 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate162(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate165(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate162.evaluated;
+const evaluated0 = validate165.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5623,8 +5692,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate158(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate158.errors : vErrors.concat(validate158.errors);
+if(!(validate161(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
 errors = vErrors.length;
 }
 }
@@ -5657,19 +5726,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate162.errors = vErrors;
+validate165.errors = vErrors;
 return errors === 0;
 }
-validate162.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate165.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.User = validate165;
-const schema66 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema67 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
+exports.User = validate168;
+const schema67 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema68 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
 
-function validate166(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate169(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate166.evaluated;
+const evaluated0 = validate169.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5687,7 +5756,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "site_checkin_created") || (data === "site_checkin_activated")) || (data === "device")) || (data === "manual"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema67.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema68.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -5696,16 +5765,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate166.errors = vErrors;
+validate169.errors = vErrors;
 return errors === 0;
 }
-validate166.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate169.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate165(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate168(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate165.evaluated;
+const evaluated0 = validate168.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5850,7 +5919,7 @@ errors++;
 if(data.lastLocationSiteId !== undefined){
 let data2 = data.lastLocationSiteId;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema66.properties.lastLocationSiteId.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema67.properties.lastLocationSiteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -5863,7 +5932,7 @@ errors++;
 if(data.lastLocationCheckinId !== undefined){
 let data3 = data.lastLocationCheckinId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema66.properties.lastLocationCheckinId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema67.properties.lastLocationCheckinId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -5876,7 +5945,7 @@ errors++;
 if(data.lastLocationLat !== undefined){
 let data4 = data.lastLocationLat;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema66.properties.lastLocationLat.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema67.properties.lastLocationLat.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -5911,7 +5980,7 @@ errors++;
 if(data.lastLocationLng !== undefined){
 let data5 = data.lastLocationLng;
 if((!((typeof data5 == "number") && (isFinite(data5)))) && (data5 !== null)){
-const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema66.properties.lastLocationLng.type},message:"must be number,null"};
+const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema67.properties.lastLocationLng.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -5946,7 +6015,7 @@ errors++;
 if(data.lastLocationAccuracyMeters !== undefined){
 let data6 = data.lastLocationAccuracyMeters;
 if((!((typeof data6 == "number") && (isFinite(data6)))) && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema66.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
+const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema67.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -5974,8 +6043,8 @@ const _errs16 = errors;
 let valid1 = false;
 let passing0 = null;
 const _errs17 = errors;
-if(!(validate166(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate169(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate169.errors : vErrors.concat(validate169.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs17 === errors;
@@ -6030,7 +6099,7 @@ vErrors = null;
 if(data.lastLocationCapturedAt !== undefined){
 let data8 = data.lastLocationCapturedAt;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema66.properties.lastLocationCapturedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema67.properties.lastLocationCapturedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -6075,18 +6144,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate165.errors = vErrors;
+validate168.errors = vErrors;
 return errors === 0;
 }
-validate165.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate168.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.UserList = validate170;
-const schema68 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.UserList = validate173;
+const schema69 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate170(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate173(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate170.evaluated;
+const evaluated0 = validate173.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6119,8 +6188,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate165(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate165.errors : vErrors.concat(validate165.errors);
+if(!(validate168(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
 errors = vErrors.length;
 }
 }
@@ -6153,21 +6222,21 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate170.errors = vErrors;
+validate173.errors = vErrors;
 return errors === 0;
 }
-validate170.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate173.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionList = validate173;
-const schema69 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema70 = {"type":"object","required":["id","partner","triggerKey","targetUrl","status","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":"string"},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.WebhookSubscriptionList = validate176;
+const schema70 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema71 = {"type":"object","required":["id","partner","triggerKey","targetUrl","status","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":"string"},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 const formats20 = require("../../runtime/http/validationFormats").validationFormats.uri;
-const schema71 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization, `disabled` by the provider after repeated delivery failures."};
+const schema72 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization, `disabled` by the provider after repeated delivery failures."};
 
-function validate175(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate178(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate175.evaluated;
+const evaluated0 = validate178.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6185,7 +6254,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "active") || (data === "paused")) || (data === "disabled"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema71.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema72.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -6194,16 +6263,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate175.errors = vErrors;
+validate178.errors = vErrors;
 return errors === 0;
 }
-validate175.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate178.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate174(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate177(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate174.evaluated;
+const evaluated0 = validate177.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6343,8 +6412,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate175(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate175.errors : vErrors.concat(validate175.errors);
+if(!(validate178(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate178.errors : vErrors.concat(validate178.errors);
 errors = vErrors.length;
 }
 }
@@ -6371,16 +6440,16 @@ vErrors.push(err12);
 }
 errors++;
 }
-validate174.errors = vErrors;
+validate177.errors = vErrors;
 return errors === 0;
 }
-validate174.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"targetUrl":true,"status":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate177.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"targetUrl":true,"status":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate173(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate176(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate173.evaluated;
+const evaluated0 = validate176.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6413,8 +6482,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate174(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate174.errors : vErrors.concat(validate174.errors);
+if(!(validate177(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -6447,8 +6516,8 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate173.errors = vErrors;
+validate176.errors = vErrors;
 return errors === 0;
 }
-validate173.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate176.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 

@@ -46,14 +46,24 @@ export interface VerdictInput {
   previous: PreviousLocation | null;
 }
 
+/** Whether the verdict fields are set and, when they are not, why (the contract's `GeofenceStatus`). */
+export type GeofenceStatus = 'computed' | 'no_coordinates' | 'site_not_found' | 'no_site_location';
+
 export interface GeofenceVerdict {
   distanceFromSiteMeters: number | null;
   withinGeofence: boolean | null;
   suspicious: boolean | null;
   suspicionReasons: SuspicionReason[] | null;
+  geofenceStatus: GeofenceStatus;
 }
 
-export const NO_VERDICT: GeofenceVerdict = { distanceFromSiteMeters: null, withinGeofence: null, suspicious: null, suspicionReasons: null };
+/** No verdict, for `reason`: a client sees why the verdict fields are null instead of guessing. */
+export function noVerdict(reason: Exclude<GeofenceStatus, 'computed'>): GeofenceVerdict {
+  return { distanceFromSiteMeters: null, withinGeofence: null, suspicious: null, suspicionReasons: null, geofenceStatus: reason };
+}
+
+/** A check-in without a reported position. */
+export const NO_VERDICT: GeofenceVerdict = noVerdict('no_coordinates');
 
 /** Great-circle distance by the haversine formula, in meters. */
 export function haversineMeters(a: GeoPoint, b: GeoPoint): number {
@@ -66,13 +76,15 @@ export function haversineMeters(a: GeoPoint, b: GeoPoint): number {
 }
 
 /**
- * The verdict, or all nulls when there is nothing to measure against (no known site location,
- * or no position). The reported distance is rounded to 0.1 m and `withinGeofence` is decided on
+ * The verdict, or all nulls with the reason when there is nothing to measure against (no
+ * position, no such site, or a site without a location). The reported distance is rounded to 0.1 m and `withinGeofence` is decided on
  * that same rounded value, so the response never contradicts itself.
  */
 export function geofenceVerdict(input: VerdictInput): GeofenceVerdict {
   const { site, position } = input;
-  if (!site || site.latitude === null || site.longitude === null || !position) return NO_VERDICT;
+  if (!position) return NO_VERDICT;
+  if (!site) return noVerdict('site_not_found');
+  if (site.latitude === null || site.longitude === null) return noVerdict('no_site_location');
 
   const distance = Math.round(haversineMeters({ latitude: site.latitude, longitude: site.longitude }, position) * 10) / 10;
   const withinGeofence = distance <= site.geofenceRadiusMeters;
@@ -83,7 +95,7 @@ export function geofenceVerdict(input: VerdictInput): GeofenceVerdict {
     reasons.push('outside_arrival_window');
   }
   if (input.previous && isImpossibleTravel(input.previous, position, input.reportedAt)) reasons.push('impossible_travel');
-  return { distanceFromSiteMeters: distance, withinGeofence, suspicious: reasons.length > 0, suspicionReasons: reasons };
+  return { distanceFromSiteMeters: distance, withinGeofence, suspicious: reasons.length > 0, suspicionReasons: reasons, geofenceStatus: 'computed' };
 }
 
 /** A missing bound leaves that side of the window open; no window at all is never outside. */

@@ -1,5 +1,10 @@
 import { RRule, Frequency, Weekday } from 'rrule';
 import { invalidField } from '../errors';
+import { formatLocal, isStorableDateTime, localToUtc, timestampMs, wallClockAt } from '../time';
+
+// the wall-clock conversions live with the other time helpers so that storage can present a
+// schedule's instant too; re-exported here, where the recurrence code and its tests look for them
+export { formatLocal, localToUtc, wallClockAt };
 
 /**
  * Schedules and their occurrences in the schedule's own time zone.
@@ -45,53 +50,30 @@ export function parseLocalDateTime(text: string, pointer: string): number {
   const m = LOCAL_DATE_TIME.exec(text);
   const ms = m ? Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]) : NaN;
   if (!m || Number.isNaN(ms) || formatLocal(ms) !== text) {
-    throw invalidField(pointer, `must be a local date and time YYYY-MM-DDTHH:mm:ss without offset, e.g. 2026-03-23T09:00:00 (got ${JSON.stringify(text)})`);
+    throw invalidField(pointer, `must be a local date and time YYYY-MM-DDTHH:mm:ss without offset (e.g. 2026-03-23T09:00:00) or an RFC 3339 date-time with an offset or Z (got ${JSON.stringify(text)})`);
   }
   const year = +m[1];
   if (year < MIN_YEAR || year > MAX_YEAR) throw invalidField(pointer, `must be between the years ${MIN_YEAR} and ${MAX_YEAR}`);
   return ms;
 }
 
-/** Floating milliseconds → `YYYY-MM-DDTHH:mm:ss`. */
-export function formatLocal(floating: number): string {
-  return new Date(floating).toISOString().slice(0, 19);
-}
-
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-function formatterFor(timeZone: string): Intl.DateTimeFormat {
-  let f = formatters.get(timeZone);
-  if (!f) {
-    f = new Intl.DateTimeFormat('en-US', {
-      timeZone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
-    });
-    formatters.set(timeZone, f);
-  }
-  return f;
-}
-
-/** The wall clock of `timeZone` at the instant `utc`, as floating milliseconds. */
-export function wallClockAt(utc: number, timeZone: string): number {
-  const whole = Math.floor(utc / 1000) * 1000;
-  const parts: Record<string, number> = {};
-  for (const p of formatterFor(timeZone).formatToParts(new Date(whole))) if (p.type !== 'literal') parts[p.type] = Number(p.value);
-  return Date.UTC(parts.year, parts.month - 1, parts.day, parts.hour % 24, parts.minute, parts.second) + (utc - whole);
-}
-
 /**
- * The instant at which `timeZone`'s clocks show the floating time `local`. Like Temporal's
- * `disambiguation: 'compatible'`: a time repeated when clocks go back is its first (earlier)
- * instant; a time skipped when clocks go forward moves forward by the length of the gap.
+ * A schedule's `startsAt` as sent: a local wall-clock time (kept as is) or an RFC 3339 date-time
+ * with an offset or `Z` (the contract's pattern has checked its shape), which becomes the wall-clock time
+ * `timeZone` shows at that instant. Answers the local `YYYY-MM-DDTHH:mm:ss` that is stored, so
+ * occurrences keep following the local time of day across daylight-saving changes whichever form
+ * was sent. A fraction of a second is dropped: schedules are kept to the second.
  */
-export function localToUtc(local: number, timeZone: string): number {
-  const before = wallClockAt(local - DAY, timeZone) - (local - DAY);
-  const after = wallClockAt(local + DAY, timeZone) - (local + DAY);
-  const candidates = [...new Set([before, after])]
-    .map((offset) => local - offset)
-    .filter((utc) => wallClockAt(utc, timeZone) === local)
-    .sort((a, b) => a - b);
-  return candidates.length ? candidates[0] : local - before;
+export function resolveStartsAt(text: string, timeZone: string, pointer: string): string {
+  if (!OFFSET.test(text)) return formatLocal(parseLocalDateTime(text, pointer));
+  if (!isStorableDateTime(text)) throw invalidField(pointer, `must be a real date and time (got ${JSON.stringify(text)})`);
+  const local = wallClockAt(Math.floor(timestampMs(text) / 1000) * 1000, timeZone);
+  const year = new Date(local).getUTCFullYear();
+  if (year < MIN_YEAR || year > MAX_YEAR) throw invalidField(pointer, `must be between the years ${MIN_YEAR} and ${MAX_YEAR}`);
+  return formatLocal(local);
 }
+
+const OFFSET = /([Zz]|[+-]\d{2}:\d{2})$/;
 
 // ---------------------------------------------------------------------------------------------
 // RRULE subset

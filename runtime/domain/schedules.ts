@@ -2,7 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../generated/types';
 import { notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
-import { parseLocalDateTime, parseRecurrence } from './recurrence';
+import { parseRecurrence, resolveStartsAt } from './recurrence';
 import { referencedTemplate } from './templates';
 import * as schedules from '../storage/repositories/schedulesRepository';
 import type { Schedule } from '../storage/repositories/schedulesRepository';
@@ -12,13 +12,14 @@ type ScheduleUpdate = components['schemas']['ScheduleUpdate'];
 
 /**
  * Every write of a schedule. `trx` is the request's transaction; each returns the schedule as
- * GET shows it. `startsAt` is a wall-clock time in the schedule's time zone and the recurrence
+ * GET shows it. `startsAt` is stored as a wall-clock time in the schedule's time zone (an
+ * instant sent with an offset is converted to it) and the recurrence
  * is stored normalized; the calendar (calendar.ts) projects schedules into occurrences.
  */
 
 export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCreate): Promise<Schedule> {
   assertTimeZone(body.timezone, '/timezone');
-  parseLocalDateTime(body.startsAt, '/startsAt');
+  const startsAt = resolveStartsAt(body.startsAt, body.timezone, '/startsAt');
   const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
   await referencedTemplate(trx, orgId, body.templateId);
   return schedules.insertSchedule(trx, orgId, {
@@ -26,7 +27,7 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
     siteId: body.siteId,
     assigneeUserId: body.assigneeUserId ?? null,
     timezone: body.timezone,
-    startsAt: body.startsAt,
+    startsAt,
     durationMinutes: body.durationMinutes ?? 60,
     recurrence,
   });
@@ -34,11 +35,14 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
 
 export async function updateSchedule(trx: Knex, orgId: string, id: string, changes: ScheduleUpdate): Promise<Schedule> {
   if (changes.timezone !== undefined) assertTimeZone(changes.timezone, '/timezone');
-  if (changes.startsAt !== undefined) parseLocalDateTime(changes.startsAt, '/startsAt');
   const recurrence = typeof changes.recurrence === 'string' ? parseRecurrence(changes.recurrence, '/recurrence').normalized : changes.recurrence;
   if (changes.templateId !== undefined) await referencedTemplate(trx, orgId, changes.templateId);
   const before = await schedules.findSchedule(trx, orgId, id);
-  if (!before || !(await schedules.updateSchedule(trx, orgId, id, { ...changes, recurrence }))) throw notFound('schedule', id);
+  if (!before) throw notFound('schedule', id);
+  // an instant with an offset is read in the time zone the schedule will have: the one sent
+  // alongside, else the stored one
+  const startsAt = changes.startsAt === undefined ? undefined : resolveStartsAt(changes.startsAt, changes.timezone ?? before.timezone, '/startsAt');
+  if (!(await schedules.updateSchedule(trx, orgId, id, { ...changes, startsAt, recurrence }))) throw notFound('schedule', id);
   return (await schedules.findSchedule(trx, orgId, id))!;
 }
 

@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import { ApiError } from '../errors';
 import { contractDocument, sdkContractDocument } from './contractDocuments';
 
-/** Routes that need no API key: health, the two contract documents and the reference page. */
+/** Routes that need no API key: health, the two contract documents, the reference page and its icon. */
 export function publicRoutes(db: Knex): Router {
   const router = Router();
 
@@ -24,6 +24,10 @@ export function publicRoutes(db: Knex): Router {
   const swaggerUiDir = path.dirname(require.resolve('swagger-ui-dist/package.json'));
   router.use('/docs/assets', express.static(swaggerUiDir, { index: false, maxAge: '1h' }));
   router.get(['/docs', '/docs/'], (_req, res) => { res.type('html').send(DOCS_PAGE); });
+  // browsers ask for /favicon.ico on their own (the docs page names its icon, other pages such
+  // as /openapi.json opened in a tab do not): answer with Swagger UI's icon rather than a 404
+  const favicon = path.join(swaggerUiDir, 'favicon-32x32.png');
+  router.get('/favicon.ico', (_req, res) => { res.type('png').set('Cache-Control', 'public, max-age=86400').sendFile(favicon); });
   return router;
 }
 
@@ -36,6 +40,7 @@ const DOCS_PAGE = `<!doctype html>
   <title>Field Operations API — reference</title>
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+  <link rel="icon" type="image/png" sizes="32x32" href="/docs/assets/favicon-32x32.png">
   <style>
     body { margin: 0; }
     .contract-links { font: 14px sans-serif; padding: 8px 20px; background: #1b1b1b; color: #ddd; }

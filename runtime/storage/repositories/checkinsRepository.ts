@@ -10,6 +10,7 @@ import type { ListFilters } from '../listFilters';
 export type Checkin = components['schemas']['Checkin'];
 export type CheckinStatus = components['schemas']['CheckinStatus'];
 type SuspicionReason = components['schemas']['SuspicionReason'];
+type GeofenceStatus = components['schemas']['GeofenceStatus'];
 
 /** Everything of a check-in but what the repository assigns (id, createdAt). */
 export type CheckinFields = Omit<Checkin, 'id' | 'createdAt'>;
@@ -37,6 +38,7 @@ interface CheckinRow {
   within_geofence: boolean | number | null;
   suspicious: boolean | number | null;
   suspicion_reasons: string | null;
+  geofence_status: string;
   created_at: string;
   updated_at: string;
 }
@@ -64,6 +66,7 @@ function toCheckin(row: CheckinRow): Checkin {
     withinGeofence: booleanOrNull(row.within_geofence),
     suspicious: booleanOrNull(row.suspicious),
     suspicionReasons: row.suspicion_reasons === null ? null : (JSON.parse(row.suspicion_reasons) as SuspicionReason[]),
+    geofenceStatus: row.geofence_status as GeofenceStatus,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -88,6 +91,7 @@ function toColumns(fields: CheckinFields): Omit<CheckinRow, 'seq' | 'id' | 'org_
     within_geofence: fields.withinGeofence,
     suspicious: fields.suspicious,
     suspicion_reasons: fields.suspicionReasons === null ? null : JSON.stringify(fields.suspicionReasons),
+    geofence_status: fields.geofenceStatus,
     updated_at: fields.updatedAt,
   };
 }

@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newId } from '../../ids';
-import { nowIso } from '../../time';
+import { localInstant, nowIso } from '../../time';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
@@ -32,6 +32,7 @@ function toSchedule(row: ScheduleRow): Schedule {
     assigneeUserId: row.assignee_user_id,
     timezone: row.timezone,
     startsAt: row.starts_at,
+    startsAtUtc: localInstant(row.starts_at, row.timezone),
     durationMinutes: Number(row.duration_minutes),
     recurrence: row.recurrence,
     createdAt: row.created_at,

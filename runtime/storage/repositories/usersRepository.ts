@@ -123,11 +123,24 @@ export async function listUsers(db: Knex, orgId: string, filter: UserFilters, pa
   return fetchPage(query, ['seq'], page, toUser);
 }
 
-/** Applies the last-location fields present in `changes`; false when the profile does not exist. */
-export async function updateUser(db: Knex, orgId: string, id: string, changes: UserUpdate): Promise<boolean> {
-  const updated = await db('users')
-    .where({ org_id: orgId, id })
-    .update({ ...lastLocationColumns(changes), updated_at: nowIso() });
+/** A condition on one stored coordinate under which an update applies. */
+export interface StoredCoordinate {
+  field: 'lastLocationLat' | 'lastLocationLng';
+  stored: boolean;
+}
+
+/**
+ * Applies the last-location fields present in `changes`; false when the profile does not exist
+ * or `onlyIf` does not hold (checked in the same statement, so no concurrent write slips in between).
+ */
+export async function updateUser(db: Knex, orgId: string, id: string, changes: UserUpdate, onlyIf?: StoredCoordinate): Promise<boolean> {
+  const query = db('users').where({ org_id: orgId, id });
+  if (onlyIf) {
+    const column = onlyIf.field === 'lastLocationLat' ? 'last_location_lat' : 'last_location_lng';
+    if (onlyIf.stored) query.whereNotNull(column);
+    else query.whereNull(column);
+  }
+  const updated = await query.update({ ...lastLocationColumns(changes), updated_at: nowIso() });
   return updated > 0;
 }
 

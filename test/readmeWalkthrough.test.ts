@@ -1,0 +1,143 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describeEachDatabase } from './support/testApp';
+import { startServerProcess, ServerProcess } from './support/serverProcess';
+
+/**
+ * The README's curl walk-through, run as written: its shell blocks, in order, in one bash with
+ * `set -euo pipefail`, against a real server process, twice on the same database (a second run
+ * must not meet the first run's Idempotency-Keys or names). The only edits are the two
+ * placeholders a reader fills in: the address and the key. `curl` is wrapped to log each
+ * answer's status, so every call is checked against the output the README shows under its
+ * block: an error where the README shows one (with the same `code`), a 2xx everywhere else.
+ */
+
+const README = path.resolve(__dirname, '..', 'README.md');
+const PLACEHOLDER_URL = 'http://127.0.0.1:8080';
+const PLACEHOLDER_KEY = 'fop_…';
+
+const missing = ['bash', 'curl', 'jq'].filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
+if (missing.length) console.info(`README walk-through test skipped: ${missing.join(', ')} not installed.`);
+const describeWithTools = missing.length ? describe.skip : describe;
+
+interface Step {
+  script: string;
+  /** The output lines the README shows for the block, one per curl call. */
+  shown: string[];
+}
+
+/** The walk-through's shell blocks, each with the output block that follows it (if any). */
+function walkthroughSteps(markdown: string): Step[] {
+  const start = markdown.indexOf('## Walk-through');
+  const end = markdown.indexOf('\n## ', start + 1);
+  const section = markdown.slice(start, end);
+  const fences = [...section.matchAll(/```(\w+)\n([\s\S]*?)```\n/g)].map((m) => ({ lang: m[1], text: m[2], at: m.index!, end: m.index! + m[0].length }));
+  const steps: Step[] = [];
+  fences.forEach((fence, i) => {
+    if (fence.lang !== 'sh') return;
+    const next = fences[i + 1];
+    const follows = next && next.lang === 'json' && next.at === fence.end;
+    steps.push({ script: fence.text, shown: follows ? next.text.trim().split('\n') : [] });
+  });
+  return steps;
+}
+
+interface Call {
+  status: number;
+  body: string;
+}
+
+function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: string, round: number): { calls: Call[][]; output: string; exit: number | null } {
+  const log = path.join(workDir, `calls-${round}.log`);
+  const prelude = [
+    'set -euo pipefail',
+    // node gives a child sockets for stdio, which `tee /dev/stderr` cannot reopen (a terminal or a
+    // pipe can): stderr goes through a pipe, as in a shell
+    'exec 2> >(cat >&2)',
+    // the real curl with the status appended; the log keeps "<block> <status> <body>" per call
+    'curl() {',
+    '  local out status',
+    `  out=$(command curl -sS -w '\\n%{http_code}' "$@")`,
+    `  status=\${out##*$'\\n'}; out=\${out%$'\\n'*}`,
+    `  printf '%s %s %s\\n' "$BLOCK" "$status" "$out" >> ${JSON.stringify(log)}`,
+    `  printf '%s' "$out"`,
+    '}',
+  ].join('\n');
+  const body = steps.map((step, i) => `BLOCK=${i}\n${step.script}`).join('\n');
+  const script = `${prelude}\n${body.split(PLACEHOLDER_URL).join(baseUrl).split(PLACEHOLDER_KEY).join(key)}`;
+  const result = spawnSync('bash', ['--noprofile', '--norc', '-c', script], { cwd: workDir, encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  const calls: Call[][] = steps.map(() => []);
+  const text = fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '';
+  for (const line of text.split('\n').filter(Boolean)) {
+    const [block, status, ...rest] = line.split(' ');
+    calls[Number(block)].push({ status: Number(status), body: rest.join(' ') });
+  }
+  return { calls, output: `${result.stdout}\n${result.stderr}`, exit: result.status };
+}
+
+/** What the README promises for one call: an error code it shows, or success. */
+function expectation(shownLine: string): { code: string } | 'success' {
+  const shown = JSON.parse(shownLine) as { code?: unknown; error?: unknown };
+  return typeof shown.code === 'string' && typeof shown.error === 'string' ? { code: shown.code } : 'success';
+}
+
+describe('README walk-through blocks', () => {
+  it('are found, with placeholders a reader fills in once and one shown line per curl call', () => {
+    const markdown = fs.readFileSync(README, 'utf8');
+    const steps = walkthroughSteps(markdown);
+    expect(steps.length).toBeGreaterThan(10);
+    const all = steps.map((s) => s.script).join('\n');
+    expect(all.split(PLACEHOLDER_KEY)).toHaveLength(2);
+    expect(all.split(PLACEHOLDER_URL)).toHaveLength(2);
+    // no id of an earlier run is pasted into a command: ids travel in shell variables
+    expect(all).not.toMatch(/\b(site|chk|usr|tpl|sch|run|iss|occ|log)_[0-9a-z]{24}\b/);
+    // every Idempotency-Key is made unique per run
+    const keys = [...all.matchAll(/Idempotency-Key: ([^"']+)/g)].map((m) => m[1]);
+    expect(keys.length).toBeGreaterThan(5);
+    for (const key of keys) expect(key).toContain('$RUN');
+  });
+});
+
+describeWithTools('README walk-through run as written', () => {
+  describeEachDatabase('twice on one database', (t) => {
+    let server: ServerProcess;
+    let workDir: string;
+    beforeAll(async () => {
+      server = await startServerProcess({ databaseUrl: t.db.url });
+      workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'readme-walkthrough-'));
+    }, 60_000);
+    afterAll(async () => {
+      await server?.stop();
+      if (workDir) fs.rmSync(workDir, { recursive: true, force: true });
+    });
+
+    it('succeeds at every step, shows the errors the README shows, and runs again', () => {
+      const steps = walkthroughSteps(fs.readFileSync(README, 'utf8'));
+      const key = t.auth.replace(/^Bearer /, '');
+      const firstIds: string[] = [];
+      for (const round of [1, 2]) {
+        const run = runWalkthrough(steps, server.baseUrl, key, workDir, round);
+        if (run.exit !== 0) throw new Error(`walk-through round ${round} exited ${run.exit}:\n${run.output}\n--- server ---\n${server.output()}`);
+        steps.forEach((step, i) => {
+          const calls = run.calls[i];
+          expect({ block: i, calls: calls.length }).toEqual({ block: i, calls: step.shown.length });
+          calls.forEach((call, j) => {
+            const expected = expectation(step.shown[j]);
+            const context = { round, block: i, call: j, status: call.status, body: call.body };
+            if (expected === 'success') {
+              expect({ ...context, ok: call.status >= 200 && call.status < 300 }).toEqual({ ...context, ok: true });
+            } else {
+              expect({ ...context, code: (JSON.parse(call.body) as { code: string }).code, is4xx: call.status >= 400 && call.status < 500 })
+                .toEqual({ ...context, code: expected.code, is4xx: true });
+            }
+          });
+        });
+        const ids = run.calls.flat().map((c) => { try { return (JSON.parse(c.body) as { id?: string }).id; } catch { return undefined; } }).filter((id): id is string => !!id);
+        if (round === 1) firstIds.push(...ids);
+        else expect(ids.filter((id) => firstIds.includes(id))).toEqual([]);
+      }
+    }, 240_000);
+  });
+});

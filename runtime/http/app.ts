@@ -9,6 +9,7 @@ import { authenticate, Principal } from '../auth/apiKeys';
 import { setDeprecationHeaders, DeprecationInfo } from './deprecation';
 import { operations, OperationId } from '../../generated/operations';
 import { purgeExpiredIdempotencyKeys } from '../idempotency';
+import { purgeExpiredEvents } from '../domain/events';
 import { runOperation, PipelineDeps } from './operationPipeline';
 import { renderError } from './errorRendering';
 import { requestLog } from './requestLog';
@@ -46,6 +47,7 @@ export function createApp(config: Config, options: AppOptions): App {
   const deprecationIndex = options.deprecationIndex ?? operations;
   const deps: PipelineDeps = {
     db: options.db,
+    config,
     idempotency: { ttlSeconds: config.idempotencyTtlSeconds, leaseSeconds: config.idempotencyLeaseSeconds },
     maxBodyBytes: config.maxBodyBytes,
   };
@@ -111,10 +113,11 @@ export function createApp(config: Config, options: AppOptions): App {
   let purgeTimer: NodeJS.Timeout | undefined;
   const purgeEvery = options.purgeIntervalMs ?? 10 * 60 * 1000;
   if (purgeEvery > 0) {
-    // expired idempotency rows are removed off the request path; several processes may all
-    // purge, the delete is idempotent
+    // expired idempotency rows and events are removed off the request path; several processes
+    // may all purge, the delete is idempotent
     purgeTimer = setInterval(() => {
       purgeExpiredIdempotencyKeys(options.db).catch((err) => logger.warn({ err }, 'idempotency purge failed'));
+      purgeExpiredEvents(options.db, config.eventsRetentionDays).catch((err) => logger.warn({ err }, 'event purge failed'));
     }, purgeEvery);
     purgeTimer.unref();
   }

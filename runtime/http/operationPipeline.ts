@@ -6,6 +6,7 @@ import { validators } from '../../generated/validators';
 import { handlers } from '../../generated/handlers';
 import { ApiError, insufficientScope } from '../errors';
 import type { Principal } from '../auth/apiKeys';
+import type { Config } from '../config';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import {
   claimIdempotencyKey,
@@ -25,6 +26,7 @@ import { validateOrThrow } from './validation';
 
 export interface PipelineDeps {
   db: Knex;
+  config: Config;
   idempotency: IdempotencySettings;
   maxBodyBytes: number;
 }
@@ -66,7 +68,7 @@ export async function runOperation(
   }
 
   const log: Logger = res.locals.log;
-  const input = { operationId, path, query, body, principal, requestId: res.locals.requestId, log } as const;
+  const input = { operationId, path, query, body, principal, requestId: res.locals.requestId, log, config: deps.config } as const;
   const handler = handlers[operationId];
 
   if (!isWrite) {

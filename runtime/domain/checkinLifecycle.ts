@@ -6,6 +6,7 @@ import { geofenceVerdict, GeofenceVerdict, NO_VERDICT, PreviousLocation } from '
 import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfStatus } from '../storage/repositories/checkinsRepository';
 import { findSite } from '../storage/repositories/sitesRepository';
 import { findUserByUserId, LastLocationSource, refreshLastLocation, User } from '../storage/repositories/usersRepository';
+import { changedFields, recordEvent } from './events';
 
 /**
  * The check-in lifecycle (decisions.md §3): `pre_checkin → active → checked_out`, the
@@ -57,6 +58,7 @@ export async function createCheckin(db: Knex, orgId: string, input: CheckinCreat
   // a walk-in is an activation; a planned check-in with a position is a "created" location
   if (status === 'active') await refreshProfile(db, orgId, profile, checkin, 'site_checkin_activated', now);
   else if (coordinates) await refreshProfile(db, orgId, profile, checkin, 'site_checkin_created', now);
+  await recordEvent(db, orgId, { type: 'checkin.created', data: checkin });
   return checkin;
 }
 
@@ -90,6 +92,8 @@ export async function updateCheckin(db: Knex, orgId: string, id: string, changes
     throw invalidTransition(`The check-in changed status meanwhile; it cannot move to ${status} now`);
   }
   if (activating) await refreshProfile(db, orgId, profile, next, 'site_checkin_activated', now);
+  const type = activating ? 'checkin.activated' : checkingOut ? 'checkin.checked_out' : 'checkin.updated';
+  await recordEvent(db, orgId, { type, data: next, changedFields: changedFields(current, next) });
   return next;
 }
 

@@ -32,6 +32,7 @@ const agents = { http: new http.Agent({ keepAlive: true, maxSockets: 64 }), http
 export function postWebhook(targetUrl: string, headers: Record<string, string>, body: string, options: SendOptions): Promise<AttemptOutcome> {
   return new Promise((resolve) => {
     let settled = false;
+    let timer: NodeJS.Timeout | undefined;
     const finish = (outcome: AttemptOutcome) => {
       if (settled) return;
       settled = true;
@@ -52,7 +53,7 @@ export function postWebhook(targetUrl: string, headers: Record<string, string>, 
       lookup: safeLookup(options.allowPrivate),
       headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'user-agent': 'fieldops-webhooks/1' },
     });
-    const timer = setTimeout(() => req.destroy(new Error(`timed out after ${options.timeoutMs / 1000} s`)), options.timeoutMs);
+    timer = setTimeout(() => req.destroy(new Error(`timed out after ${options.timeoutMs / 1000} s`)), options.timeoutMs);
     req.on('error', (err) => finish({ status: null, excerpt: excerptOf(err) }));
     req.on('response', (res) => {
       const chunks: Buffer[] = [];

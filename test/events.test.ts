@@ -132,7 +132,7 @@ describeEachDatabase('the change feed', (t) => {
       await t.newKey({ organization: 'feed-rollback' });
       const orgId = await orgIdOf('feed-rollback');
       await expect(t.db.knex.transaction(async (trx) => {
-        await createCheckin(trx, orgId, { userId: 'auth0|rb', siteId: 's' });
+        await createCheckin(trx, orgId, { userId: 'auth0|rb', siteId: 's', status: 'pre_checkin' });
         expect(Number((await trx('events').where({ org_id: orgId }).count({ n: '*' }).first())?.n)).toBe(1);
         throw new Error('a later statement failed');
       })).rejects.toThrow('a later statement failed');

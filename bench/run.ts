@@ -13,8 +13,9 @@ import { Measurement, PROFILE_DIR, Settings, Target } from './scenarios/context'
 import { readScenario, writeScenario } from './scenarios/readWrite';
 import { BATCH_SIZE, INGEST_CONNECTIONS, QUERY_CONNECTIONS, sensorReadingsScenario, StageResult } from './scenarios/sensorReadings';
 import { startScenario } from './scenarios/start';
+import { deliveryScenario } from './scenarios/delivery';
 
-const SCENARIOS = ['start', 'read', 'write', 'readings', 'growth'] as const;
+const SCENARIOS = ['start', 'read', 'write', 'readings', 'growth', 'delivery'] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 const TEN_THOUSAND = 10_000;
@@ -147,6 +148,7 @@ function evaluate(rows: Measurement[], stages: { ten?: StageResult; growth?: Sta
   const apiRss = rows.filter((r) => r.subject.startsWith('api') || r.scenario === 'start').map((r) => r.peakRssMb ?? 0);
   add('server RSS', '≤ 200 MB through the whole run', apiRss.length ? Math.max(...apiRss) : undefined, (v) => v <= 200, (v) => `${v.toFixed(0)} MB peak`);
   add('start', '≤ 1 s to the first 200 from /healthz', find('start', 'first start')?.startMs, (v) => v <= 1000, (v) => `${v.toFixed(0)} ms (first start, median)`);
+  add('webhook delivery delay', 'p99 ≤ 1 s from commit', find('delivery', 'api: live')?.p99Ms, (v) => v <= 1000, (v) => `${fmt.ms(v)} ms`);
   const failures = rows.filter((r) => r.subject.startsWith('api')).reduce((n, r) => n + (r.failures ?? 0), 0);
   targets.push({ name: 'non-2xx', requirement: '0 in every API phase', measured: String(failures), met: failures === 0 && rows.length > 0 });
   if (errors.length) targets.push({ name: 'scenarios', requirement: 'all ran', measured: `${errors.length} failed`, met: false });
@@ -193,6 +195,7 @@ async function main(): Promise<void> {
     if (args.selected.has('start')) await attempt('start', async () => { rows.push(...(await startScenario(settings))); });
     if (args.selected.has('read')) await attempt('read', async () => { rows.push(...(await readScenario(settings))); });
     if (args.selected.has('write')) await attempt('write', async () => { rows.push(...(await writeScenario(settings))); });
+    if (args.selected.has('delivery')) await attempt('delivery', async () => { rows.push(...(await deliveryScenario(settings))); });
     if (args.selected.has('readings') || args.selected.has('growth')) {
       const growth = args.selected.has('growth');
       const title = `query + ingest (${TEN_THOUSAND.toLocaleString('en-US')} stored)${growth ? ` and growth (${settings.growthReadings.toLocaleString('en-US')} stored)` : ''}`;

@@ -195,6 +195,49 @@ export interface paths {
         patch: operations["updateCheckin"];
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Walk the change feed
+         * @description The organization's events, oldest first (by `sequence`, which increases in commit order). A walk that passes each page's `nextCursor` back as `after` never skips or repeats an event, also while events are being recorded; keep the last `nextCursor` to resume later. Events are kept `EVENTS_RETENTION_DAYS` (30 by default): a cursor older than that answers 410 `CURSOR_EXPIRED` — resynchronise (list the resources) and start a new walk. Filters combine with AND.
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get an event
+         * @description One event of the organization, while it is within the retention.
+         */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/integrations/{partner}/actions": {
         parameters: {
             query?: never;
@@ -230,7 +273,7 @@ export interface paths {
         };
         /**
          * List a partner's triggers
-         * @description The event kinds a partner can subscribe to, each with a sample of the event it would deliver (`{id, type, occurredAt, data}`, where `data` is the resource as the API returns it). The catalogue is the same for every organization and ordered by `key`; new trigger keys may be added within v1. Paged like every list.
+         * @description The event kinds a partner can subscribe to — every event type the API records — each with a sample of the event as it is delivered (`{id, type, timestamp, sequence, data}`, where `data` is the resource as the API returns it). The catalogue is the same for every organization and ordered by `key`; new trigger keys may be added within v1. Paged like every list.
          */
         get: operations["listIntegrationTriggers"];
         put?: never;
@@ -253,9 +296,170 @@ export interface paths {
         };
         /**
          * List the organization's webhook subscriptions with a partner
-         * @description The organization's webhook subscriptions registered through the partner's webhook delivery provider, oldest first. Subscriptions are created on the partner's side; v1 offers no operation to create one here, so the list is often empty. Filters combine with AND.
+         * @description The organization's webhook subscriptions (REST hooks) with this partner, oldest first. Filters combine with AND.
          */
         get: operations["listIntegrationSubscriptions"];
+        put?: never;
+        /**
+         * Subscribe a target URL to events (REST hook)
+         * @description Starts delivering the organization's events of one trigger (`triggerKey`) or of a list of types (`eventTypes`) to `targetUrl`, signed per Standard Webhooks (see the `webhooks` section and docs/webhooks.md). The answer holds the signing `secret` (`whsec_…`), shown only in this answer (and its idempotent replay). Subscribing the same `targetUrl` to the same event types again answers the existing subscription with 200 and no secret, never a second stream. The target must be `https` and resolve to public addresses only (checked again at every connection); otherwise 400 `TARGET_NOT_ALLOWED`.
+         */
+        post: operations["createIntegrationSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/{partner}/subscriptions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /** Get a webhook subscription */
+        get: operations["getIntegrationSubscription"];
+        put?: never;
+        post?: never;
+        /**
+         * Unsubscribe
+         * @description Stops every delivery of the subscription and forgets its deliveries. Afterwards the id answers 404; a retry with the same Idempotency-Key replays the 204.
+         */
+        delete: operations["deleteIntegrationSubscription"];
+        options?: never;
+        head?: never;
+        /**
+         * Pause or resume a webhook subscription
+         * @description `paused` stops deliveries; events keep being queued and go out on `active` (within the event retention). Setting `active` also re-enables a `disabled` subscription and sends what it had not delivered.
+         */
+        patch: operations["updateIntegrationSubscription"];
+        trace?: never;
+    };
+    "/v1/integrations/{partner}/subscriptions/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the signing secret
+         * @description Answers a new secret. For the next 24 hours every delivery carries two signatures in `webhook-signature`, one with the new secret and one with the previous, so a receiver can switch without losing an event.
+         */
+        post: operations["rotateIntegrationSubscriptionSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/{partner}/subscriptions/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a subscription's deliveries
+         * @description Each delivery of an event to the subscription, oldest first: its status, attempts, the last answer (status and the first characters of its body, or the error) and the next attempt. A disabled subscription's undelivered events stay listed; retry them one by one or replay a window.
+         */
+        get: operations["listIntegrationSubscriptionDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/{partner}/subscriptions/{id}/deliveries/{deliveryId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+                /** @description The delivery's id (`whd_…`). */
+                deliveryId: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send one delivery again now
+         * @description Makes the delivery due now with a fresh retry schedule, whatever its status (also `succeeded` or `abandoned`). It goes out as soon as the subscription is `active`, with the same `webhook-id`.
+         */
+        post: operations["retryIntegrationSubscriptionDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/{partner}/subscriptions/{id}/replays": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Re-send every event of a time window
+         * @description Queues a new delivery of every event of the subscription's types that occurred in `[from, to)` and is still within the retention, oldest first, at most 10000 per request (narrow the window otherwise). Each keeps its event's `webhook-id`: a receiver that already processed one recognises it.
+         */
+        post: operations["replayIntegrationSubscriptionEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/{partner}/triggers/{key}/samples": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The trigger key (an event type). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Recent events of a trigger, for setting it up
+         * @description Up to 3 of the organization's most recent events of this type, newest first, exactly as they are delivered; the catalogue's sample when there is none yet. What workflow platforms call while a user sets up a trigger.
+         */
+        get: operations["listIntegrationTriggerSamples"];
         put?: never;
         post?: never;
         delete?: never;
@@ -647,7 +851,548 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "site.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Site created
+         * @description A site was created.
+         */
+        post: operations["siteCreatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "site.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Site updated
+         * @description A site was changed; `changedFields` names what changed.
+         */
+        post: operations["siteUpdatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "site.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Site deleted
+         * @description A site was deleted; `data` is a tombstone `{id, deleted: true}`.
+         */
+        post: operations["siteDeletedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * User profile created
+         * @description A user profile was created.
+         */
+        post: operations["userCreatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "user.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * User profile updated
+         * @description A user profile was changed (also its last location); `changedFields` names what changed.
+         */
+        post: operations["userUpdatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "checkin.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check-in created
+         * @description A check-in was planned, or a walk-in was recorded.
+         */
+        post: operations["checkinCreatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "checkin.activated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Worker checked in
+         * @description A check-in became active: the worker is on site.
+         */
+        post: operations["checkinActivatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "checkin.checked_out": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Worker checked out
+         * @description A check-in was checked out: the worker left the site.
+         */
+        post: operations["checkinCheckedOutWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "checkin.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check-in updated
+         * @description A check-in was changed without a status change (addresses, coordinates).
+         */
+        post: operations["checkinUpdatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "log.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Log entry added
+         * @description A comment, note or status entry was appended to an entity.
+         */
+        post: operations["logCreatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "sensor_readings.ingested": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Asset registered
+         * @description An asset was registered.
+         */
+        post: operations["sensorReadingsIngestedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "asset.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Asset registered
+         * @description An asset was registered.
+         */
+        post: operations["assetCreatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "asset.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Asset updated
+         * @description An asset was changed; `changedFields` names what changed.
+         */
+        post: operations["assetUpdatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "asset.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Asset deleted
+         * @description An asset was deleted; `data` is a tombstone `{id, deleted: true}`.
+         */
+        post: operations["assetDeletedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "issue.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue raised
+         * @description An issue was raised.
+         */
+        post: operations["issueCreatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "issue.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue updated
+         * @description An issue was changed other than resolved or closed; `changedFields` names what changed.
+         */
+        post: operations["issueUpdatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "issue.resolved": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue resolved
+         * @description An issue was marked resolved.
+         */
+        post: operations["issueResolvedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "issue.closed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue closed
+         * @description An issue was closed.
+         */
+        post: operations["issueClosedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "template.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Template created
+         * @description An inspection template was created.
+         */
+        post: operations["templateCreatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "template.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Template updated
+         * @description An inspection template was changed (a new version); `changedFields` names what changed.
+         */
+        post: operations["templateUpdatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "template.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Template deleted
+         * @description An inspection template was deleted; `data` is a tombstone `{id, deleted: true}`.
+         */
+        post: operations["templateDeletedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.started": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Inspection started
+         * @description An inspection run was started.
+         */
+        post: operations["runStartedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Inspection answered
+         * @description Answers of an inspection run were recorded; `changedFields` names what changed.
+         */
+        post: operations["runUpdatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "run.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Inspection completed
+         * @description An inspection run was completed, with its score and failed items.
+         */
+        post: operations["runCompletedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "schedule.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Schedule created
+         * @description An inspection schedule was created.
+         */
+        post: operations["scheduleCreatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "schedule.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Schedule updated
+         * @description An inspection schedule was changed; `changedFields` names what changed.
+         */
+        post: operations["scheduleUpdatedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "schedule.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Schedule deleted
+         * @description An inspection schedule was deleted; `data` is a tombstone `{id, deleted: true}`.
+         */
+        post: operations["scheduleDeletedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -678,7 +1423,7 @@ export interface components {
              * @description Stable machine-readable code.
              * @enum {string}
              */
-            code: "VALIDATION_ERROR" | "INVALID_JSON" | "IDEMPOTENCY_KEY_INVALID" | "UNAUTHENTICATED" | "INSUFFICIENT_SCOPE" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "ALREADY_EXISTS" | "INVALID_TRANSITION" | "RUN_INCOMPLETE" | "IDEMPOTENCY_KEY_REUSED" | "IDEMPOTENCY_IN_PROGRESS" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
+            code: "VALIDATION_ERROR" | "INVALID_JSON" | "IDEMPOTENCY_KEY_INVALID" | "TARGET_NOT_ALLOWED" | "UNAUTHENTICATED" | "INSUFFICIENT_SCOPE" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "ALREADY_EXISTS" | "INVALID_TRANSITION" | "RUN_INCOMPLETE" | "IDEMPOTENCY_KEY_REUSED" | "IDEMPOTENCY_IN_PROGRESS" | "CURSOR_EXPIRED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
             /** @description Where useful, one entry per problem. */
             details?: {
                 /** @description JSON Pointer into the request (`/readings/3/value`, `/query/limit`). */
@@ -923,6 +1668,299 @@ export interface components {
             checkInAddress?: string;
             checkOutAddress?: string;
         };
+        /**
+         * @description `<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.
+         * @enum {string}
+         */
+        EventType: "asset.created" | "asset.deleted" | "asset.updated" | "checkin.activated" | "checkin.checked_out" | "checkin.created" | "checkin.updated" | "issue.closed" | "issue.created" | "issue.resolved" | "issue.updated" | "log.created" | "run.completed" | "run.started" | "run.updated" | "schedule.created" | "schedule.deleted" | "schedule.updated" | "sensor_readings.ingested" | "site.created" | "site.deleted" | "site.updated" | "template.created" | "template.deleted" | "template.updated" | "user.created" | "user.updated";
+        /** @description Update events only: the names of the fields whose value changed (`updatedAt` is never listed). */
+        ChangedFields: string[];
+        Event: {
+            /** @description Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries. */
+            id: string;
+            type: components["schemas"]["EventType"];
+            /** @description Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. */
+            sequence: number;
+            occurredAt: components["schemas"]["Timestamp"];
+            /** @description The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`. */
+            data: {
+                [key: string]: unknown;
+            };
+            changedFields?: components["schemas"]["ChangedFields"];
+        };
+        EventList: {
+            data: components["schemas"]["Event"][];
+            /** @description Pass it as `after` for the next page. Always present: at the end of the feed it marks where to resume when new events arrive. */
+            nextCursor: string;
+        };
+        /** @description The `data` of a deletion event. */
+        Tombstone: {
+            id: string;
+            /** @constant */
+            deleted: true;
+        };
+        /** @description The `data` of `sensor_readings.ingested`: the counts of the batch and the readings it stored (duplicates left out). */
+        SensorReadingsIngested: {
+            ingested: number;
+            duplicates: number;
+            data: components["schemas"]["SensorReading"][];
+        };
+        SiteCreatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "site.created";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Site"];
+        };
+        SiteUpdatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "site.updated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Site"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        SiteDeletedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "site.deleted";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Tombstone"];
+        };
+        UserCreatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "user.created";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["User"];
+        };
+        UserUpdatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "user.updated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["User"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        CheckinCreatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "checkin.created";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Checkin"];
+        };
+        CheckinActivatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "checkin.activated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Checkin"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        CheckinCheckedOutWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "checkin.checked_out";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Checkin"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        CheckinUpdatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "checkin.updated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Checkin"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        LogCreatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "log.created";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Log"];
+        };
+        SensorReadingsIngestedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "sensor_readings.ingested";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["SensorReadingsIngested"];
+        };
+        AssetCreatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "asset.created";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Asset"];
+        };
+        AssetUpdatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "asset.updated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Asset"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        AssetDeletedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "asset.deleted";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Tombstone"];
+        };
+        IssueCreatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "issue.created";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Issue"];
+        };
+        IssueUpdatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "issue.updated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Issue"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        IssueResolvedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "issue.resolved";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Issue"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        IssueClosedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "issue.closed";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Issue"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        TemplateCreatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "template.created";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Template"];
+        };
+        TemplateUpdatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "template.updated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Template"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        TemplateDeletedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "template.deleted";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Tombstone"];
+        };
+        RunStartedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "run.started";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Run"];
+        };
+        RunUpdatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "run.updated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Run"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        RunCompletedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "run.completed";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Run"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        ScheduleCreatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "schedule.created";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Schedule"];
+        };
+        ScheduleUpdatedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "schedule.updated";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Schedule"];
+            changedFields: components["schemas"]["ChangedFields"];
+        };
+        ScheduleDeletedWebhook: {
+            /** @description The event id, also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "schedule.deleted";
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            data: components["schemas"]["Tombstone"];
+        };
         IntegrationAction: {
             /** @description Stable key of the action, e.g. `create_issue`. */
             key: string;
@@ -942,32 +1980,35 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         IntegrationTrigger: {
-            /** @description Stable event type, e.g. `issue.created`. */
-            key: string;
+            key: components["schemas"]["EventType"];
             name: string;
             description: string;
             /** @description Kind of resource in the event's `data`, e.g. `issue`. */
             resource: string;
             samplePayload: components["schemas"]["IntegrationEvent"];
         };
-        /** @description Shape of a delivered event. */
+        /** @description An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change. */
         IntegrationEvent: {
-            /** @description Unique event id; receivers use it to drop duplicate deliveries. */
+            /** @description The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries. */
             id: string;
-            /** @description The trigger key. */
-            type: string;
-            occurredAt: components["schemas"]["Timestamp"];
-            /** @description The resource after the change, as the API returns it. */
+            type: components["schemas"]["EventType"];
+            timestamp: components["schemas"]["Timestamp"];
+            sequence: number;
+            /** @description The resource after the change, as the API returns it, or a tombstone for a deletion. */
             data: {
                 [key: string]: unknown;
             };
+            changedFields?: components["schemas"]["ChangedFields"];
+        };
+        IntegrationEventSamples: {
+            data: components["schemas"]["IntegrationEvent"][];
         };
         IntegrationTriggerList: {
             data: components["schemas"]["IntegrationTrigger"][];
             nextCursor: components["schemas"]["NextCursor"];
         };
         /**
-         * @description `paused` by the organization, `disabled` by the provider after repeated delivery failures.
+         * @description `paused` by the organization; `disabled` by the delivery engine (see `disabledReason`).
          * @enum {string}
          */
         WebhookSubscriptionStatus: "active" | "paused" | "disabled";
@@ -975,12 +2016,82 @@ export interface components {
             /** @description Server-generated, prefix `whs_`. */
             id: string;
             partner: string;
-            triggerKey: string;
+            /** @description The trigger subscribed to; `null` when the subscription was made with `eventTypes`. */
+            triggerKey: string | null;
+            /** @description The event types delivered, sorted. */
+            eventTypes: components["schemas"]["EventType"][];
             /** Format: uri */
             targetUrl: string;
             status: components["schemas"]["WebhookSubscriptionStatus"];
+            /**
+             * @description `gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days).
+             * @enum {string|null}
+             */
+            disabledReason: "gone" | "failing" | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
+        };
+        WebhookSubscriptionWithSecret: components["schemas"]["WebhookSubscription"] & {
+            /** @description The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once. */
+            secret: string;
+        };
+        /** @description `targetUrl` and exactly one of `triggerKey` or `eventTypes`. */
+        WebhookSubscriptionCreate: {
+            /**
+             * Format: uri
+             * @description An `https` URL that resolves to public addresses.
+             */
+            targetUrl: string;
+            triggerKey?: components["schemas"]["EventType"];
+            eventTypes?: components["schemas"]["EventType"][];
+        } & (unknown | unknown);
+        WebhookSubscriptionUpdate: {
+            /** @enum {string} */
+            status: "active" | "paused";
+        };
+        /**
+         * @description `pending`: not attempted yet. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left (the schedule ended, or the target answered 410); retry it or replay its window.
+         * @enum {string}
+         */
+        WebhookDeliveryStatus: "pending" | "succeeded" | "failed" | "abandoned";
+        WebhookDelivery: {
+            /** @description Server-generated, prefix `whd_`. */
+            id: string;
+            subscriptionId: string;
+            /** @description The event delivered; also the `webhook-id` header. */
+            eventId: string;
+            eventType: components["schemas"]["EventType"];
+            status: components["schemas"]["WebhookDeliveryStatus"];
+            attempts: number;
+            /** @description HTTP status of the last answer; null when there was none (timeout, refused connection). */
+            lastResponseStatus: number | null;
+            /** @description The first characters of the last answer's body, or the error. */
+            lastResponseExcerpt: string | null;
+            lastAttemptAt: components["schemas"]["Timestamp"] | null;
+            /** @description When the next attempt is due; null when none is. */
+            nextAttemptAt: components["schemas"]["Timestamp"] | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        WebhookDeliveryList: {
+            data: components["schemas"]["WebhookDelivery"][];
+            nextCursor: components["schemas"]["NextCursor"];
+        };
+        WebhookReplayRequest: {
+            /**
+             * Format: date-time
+             * @description Start of the window (inclusive).
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description End of the window (exclusive).
+             */
+            to: string;
+        };
+        WebhookReplayResult: {
+            /** @description Deliveries queued. */
+            replayed: number;
         };
         WebhookSubscriptionList: {
             data: components["schemas"]["WebhookSubscription"][];
@@ -1350,7 +2461,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description The request does not match the contract (`VALIDATION_ERROR`, `INVALID_JSON`, `IDEMPOTENCY_KEY_INVALID`). */
+        /** @description The request does not match the contract (`VALIDATION_ERROR`, `INVALID_JSON`, `IDEMPOTENCY_KEY_INVALID`), or a webhook target is not allowed (`TARGET_NOT_ALLOWED`). */
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -1494,6 +2605,20 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Any 2xx acknowledges the delivery; the body is ignored. Anything else (3xx included, redirects are not followed), a timeout or a refused connection is retried on the schedule; a 429 or 503 with `Retry-After` is retried no earlier than that. */
+        WebhookAccepted: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description The receiver is gone for good. The subscription is disabled (`disabledReason` `gone`) and nothing more is sent until it is set `active` again. */
+        WebhookGone: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
     };
     parameters: {
         /** @description The resource's server-generated identifier. */
@@ -1504,6 +2629,12 @@ export interface components {
         Cursor: string;
         /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
         IdempotencyKey: string;
+        /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+        WebhookId: string;
+        /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+        WebhookTimestamp: string;
+        /** @description Space-separated `v1,<base64>` signatures; one must match. */
+        WebhookSignature: string;
         /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
         Partner: string;
     };
@@ -2385,6 +3516,120 @@ export interface operations {
             500: components["responses"]["Internal"];
         };
     };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Only these event types, comma-separated, e.g. `checkin.activated,checkin.checked_out`. */
+                types?: string;
+                /** @description Only events about this resource (its `id`). */
+                resourceId?: string;
+                /** @description The `nextCursor` of the previous page (opaque); the page starts after it. */
+                after?: string;
+                /** @description Page size, 1 to 500. */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of events. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "evt_5c8k1m3q6t9w2x4z7b0d3f6h",
+                     *           "type": "checkin.activated",
+                     *           "sequence": 1042,
+                     *           "occurredAt": "2026-11-22T04:19:50.123Z",
+                     *           "data": {
+                     *             "id": "chk_5t7w1x9z2c4v6b8n0m3k5j7h",
+                     *             "status": "active"
+                     *           },
+                     *           "changedFields": [
+                     *             "checkedInAt",
+                     *             "coordinates",
+                     *             "status"
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "nextCursor": "WzEwNDIsIjIwMjYtMTEtMjJUMDQ6MTk6NTAuMTIzWiJd"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["EventList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            /** @description The cursor points before the retention (`CURSOR_EXPIRED`); events after it may have been purged. Resynchronise and start a new walk. */
+            410: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "The cursor is older than the 30-day event retention; resynchronise and walk the feed again",
+                     *       "code": "CURSOR_EXPIRED",
+                     *       "requestId": "req_5b0c2c7e4f1a4d2e9a3b"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["Internal"];
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "evt_5c8k1m3q6t9w2x4z7b0d3f6h",
+                     *       "type": "site.deleted",
+                     *       "sequence": 1043,
+                     *       "occurredAt": "2026-11-22T04:19:50.123Z",
+                     *       "data": {
+                     *         "id": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                     *         "deleted": true
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Event"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
     listIntegrationActions: {
         parameters: {
             query?: {
@@ -2470,9 +3715,10 @@ export interface operations {
                      *           "description": "An issue was raised.",
                      *           "resource": "issue",
                      *           "samplePayload": {
-                     *             "id": "evt_sample_issue_created",
+                     *             "id": "evt_issuecreatedx0y1z2w3v4u5",
                      *             "type": "issue.created",
-                     *             "occurredAt": "2026-11-22T04:19:50.123Z",
+                     *             "timestamp": "2026-11-22T04:19:50.123Z",
+                     *             "sequence": 1055,
                      *             "data": {
                      *               "id": "iss_7n3b5v9c1x4z6m8k2q0w3e5r",
                      *               "title": "Oil leak under transformer T1",
@@ -2498,7 +3744,7 @@ export interface operations {
     listIntegrationSubscriptions: {
         parameters: {
             query?: {
-                /** @description Only subscriptions to this trigger. */
+                /** @description Only subscriptions that receive this event type. */
                 triggerKey?: string;
                 status?: components["schemas"]["WebhookSubscriptionStatus"];
                 /** @description Page size, 1 to 500. */
@@ -2529,7 +3775,11 @@ export interface operations {
                      *           "id": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
                      *           "partner": "workflow-automation",
                      *           "triggerKey": "issue.created",
+                     *           "eventTypes": [
+                     *             "issue.created"
+                     *           ],
                      *           "targetUrl": "https://hooks.example.com/catch/123/abc",
+                     *           "disabledReason": null,
                      *           "status": "active",
                      *           "createdAt": "2026-11-22T04:19:50.123Z",
                      *           "updatedAt": "2026-11-22T04:19:50.123Z"
@@ -2539,6 +3789,503 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookSubscriptionList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    createIntegrationSubscription: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "targetUrl": "https://hooks.example.com/catch/123/abc",
+                 *       "triggerKey": "issue.created"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookSubscriptionCreate"];
+            };
+        };
+        responses: {
+            /** @description The organization already has this subscription (no secret). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                     *       "partner": "workflow-automation",
+                     *       "triggerKey": "issue.created",
+                     *       "eventTypes": [
+                     *         "issue.created"
+                     *       ],
+                     *       "targetUrl": "https://hooks.example.com/catch/123/abc",
+                     *       "status": "active",
+                     *       "disabledReason": null,
+                     *       "createdAt": "2026-11-22T04:19:50.123Z",
+                     *       "updatedAt": "2026-11-22T04:19:50.123Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSubscription"];
+                };
+            };
+            /** @description The new subscription, with its signing secret (shown only here). */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    Location: components["headers"]["Location"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                     *       "partner": "workflow-automation",
+                     *       "triggerKey": "issue.created",
+                     *       "eventTypes": [
+                     *         "issue.created"
+                     *       ],
+                     *       "targetUrl": "https://hooks.example.com/catch/123/abc",
+                     *       "status": "active",
+                     *       "disabledReason": null,
+                     *       "createdAt": "2026-11-22T04:19:50.123Z",
+                     *       "updatedAt": "2026-11-22T04:19:50.123Z",
+                     *       "secret": "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSubscriptionWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getIntegrationSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription (never its secret). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                     *       "partner": "workflow-automation",
+                     *       "triggerKey": "issue.created",
+                     *       "eventTypes": [
+                     *         "issue.created"
+                     *       ],
+                     *       "targetUrl": "https://hooks.example.com/catch/123/abc",
+                     *       "status": "active",
+                     *       "disabledReason": null,
+                     *       "createdAt": "2026-11-22T04:19:50.123Z",
+                     *       "updatedAt": "2026-11-22T04:19:50.123Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSubscription"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteIntegrationSubscription: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    updateIntegrationSubscription: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "status": "paused"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookSubscriptionUpdate"];
+            };
+        };
+        responses: {
+            /** @description The subscription after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                     *       "partner": "workflow-automation",
+                     *       "triggerKey": "issue.created",
+                     *       "eventTypes": [
+                     *         "issue.created"
+                     *       ],
+                     *       "targetUrl": "https://hooks.example.com/catch/123/abc",
+                     *       "status": "active",
+                     *       "disabledReason": null,
+                     *       "createdAt": "2026-11-22T04:19:50.123Z",
+                     *       "updatedAt": "2026-11-22T04:19:50.123Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSubscription"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    rotateIntegrationSubscriptionSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription with its new secret (shown only here). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                     *       "partner": "workflow-automation",
+                     *       "triggerKey": "issue.created",
+                     *       "eventTypes": [
+                     *         "issue.created"
+                     *       ],
+                     *       "targetUrl": "https://hooks.example.com/catch/123/abc",
+                     *       "status": "active",
+                     *       "disabledReason": null,
+                     *       "createdAt": "2026-11-22T04:19:50.123Z",
+                     *       "updatedAt": "2026-11-22T04:19:50.123Z",
+                     *       "secret": "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookSubscriptionWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listIntegrationSubscriptionDeliveries: {
+        parameters: {
+            query?: {
+                status?: components["schemas"]["WebhookDeliveryStatus"];
+                /** @description Page size, 1 to 500. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `nextCursor` of the previous page (opaque). */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of deliveries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "whd_6h8j0k2m4n6p8q0r2s4t6v8w",
+                     *           "subscriptionId": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                     *           "eventId": "evt_5c8k1m3q6t9w2x4z7b0d3f6h",
+                     *           "eventType": "issue.created",
+                     *           "status": "failed",
+                     *           "attempts": 2,
+                     *           "lastResponseStatus": 500,
+                     *           "lastResponseExcerpt": "Internal Server Error",
+                     *           "lastAttemptAt": "2026-11-22T04:19:55.412Z",
+                     *           "nextAttemptAt": "2026-11-22T04:24:55.412Z",
+                     *           "createdAt": "2026-11-22T04:19:50.123Z",
+                     *           "updatedAt": "2026-11-22T04:19:55.412Z"
+                     *         }
+                     *       ],
+                     *       "nextCursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    retryIntegrationSubscriptionDelivery: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+                /** @description The delivery's id (`whd_…`). */
+                deliveryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, due now. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "whd_6h8j0k2m4n6p8q0r2s4t6v8w",
+                     *       "subscriptionId": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                     *       "eventId": "evt_5c8k1m3q6t9w2x4z7b0d3f6h",
+                     *       "eventType": "issue.created",
+                     *       "status": "pending",
+                     *       "attempts": 0,
+                     *       "lastResponseStatus": 500,
+                     *       "lastResponseExcerpt": "Internal Server Error",
+                     *       "lastAttemptAt": "2026-11-22T04:19:55.412Z",
+                     *       "nextAttemptAt": "2026-11-22T05:00:00.000Z",
+                     *       "createdAt": "2026-11-22T04:19:50.123Z",
+                     *       "updatedAt": "2026-11-22T05:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    replayIntegrationSubscriptionEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "from": "2026-11-22T00:00:00Z",
+                 *       "to": "2026-11-23T00:00:00Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookReplayRequest"];
+            };
+        };
+        responses: {
+            /** @description How many deliveries were queued. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "replayed": 42
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookReplayResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listIntegrationTriggerSamples: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The trigger key (an event type). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Up to 3 delivered-shape events. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "id": "evt_5c8k1m3q6t9w2x4z7b0d3f6h",
+                     *           "type": "issue.created",
+                     *           "timestamp": "2026-11-22T04:19:50.123Z",
+                     *           "sequence": 1042,
+                     *           "data": {
+                     *             "id": "iss_7n3b5v9c1x4z6m8k2q0w3e5r",
+                     *             "title": "Oil leak under transformer T1",
+                     *             "status": "open",
+                     *             "priority": "high"
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["IntegrationEventSamples"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -4405,6 +6152,1354 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
+        };
+    };
+    siteCreatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_sitecreatedx0y1z2w3v4u5t",
+                 *       "type": "site.created",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1041,
+                 *       "data": {
+                 *         "id": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "name": "North Substation",
+                 *         "address": "1 Grid Road, Leeds",
+                 *         "latitude": 53.8008,
+                 *         "longitude": -1.5491,
+                 *         "geofenceRadiusMeters": 150,
+                 *         "timezone": "Europe/London",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SiteCreatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    siteUpdatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_siteupdatedx0y1z2w3v4u5t",
+                 *       "type": "site.updated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1042,
+                 *       "data": {
+                 *         "id": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "name": "North Substation",
+                 *         "address": "1 Grid Road, Leeds",
+                 *         "latitude": 53.8008,
+                 *         "longitude": -1.5491,
+                 *         "geofenceRadiusMeters": 250,
+                 *         "timezone": "Europe/London",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "geofenceRadiusMeters"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["SiteUpdatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    siteDeletedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_sitedeletedx0y1z2w3v4u5t",
+                 *       "type": "site.deleted",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1043,
+                 *       "data": {
+                 *         "id": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "deleted": true
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SiteDeletedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    userCreatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_usercreatedx0y1z2w3v4u5t",
+                 *       "type": "user.created",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1044,
+                 *       "data": {
+                 *         "id": "usr_2b4d6f8h0j2k4m6n8p0q2r4s",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "lastLocationSiteId": null,
+                 *         "lastLocationCheckinId": null,
+                 *         "lastLocationLat": null,
+                 *         "lastLocationLng": null,
+                 *         "lastLocationAccuracyMeters": null,
+                 *         "lastLocationSource": null,
+                 *         "lastLocationCapturedAt": null,
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["UserCreatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    userUpdatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_userupdatedx0y1z2w3v4u5t",
+                 *       "type": "user.updated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1045,
+                 *       "data": {
+                 *         "id": "usr_2b4d6f8h0j2k4m6n8p0q2r4s",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "lastLocationSiteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "lastLocationCheckinId": "chk_5t7w1x9z2c4v6b8n0m3k5j7h",
+                 *         "lastLocationLat": 53.8009,
+                 *         "lastLocationLng": -1.549,
+                 *         "lastLocationAccuracyMeters": 8,
+                 *         "lastLocationSource": "site_checkin_activated",
+                 *         "lastLocationCapturedAt": "2026-11-22T04:19:50.123Z",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "lastLocationAccuracyMeters",
+                 *         "lastLocationCapturedAt",
+                 *         "lastLocationCheckinId",
+                 *         "lastLocationLat",
+                 *         "lastLocationLng",
+                 *         "lastLocationSiteId",
+                 *         "lastLocationSource"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UserUpdatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    checkinCreatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_checkincreatedx0y1z2w3v4",
+                 *       "type": "checkin.created",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1046,
+                 *       "data": {
+                 *         "id": "chk_5t7w1x9z2c4v6b8n0m3k5j7h",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "status": "pre_checkin",
+                 *         "arrivalWindowStartAt": "2026-11-22T04:00:00.000Z",
+                 *         "arrivalWindowEndAt": "2026-11-22T06:00:00.000Z",
+                 *         "coordinates": null,
+                 *         "checkInAddress": null,
+                 *         "checkOutAddress": null,
+                 *         "checkedInAt": null,
+                 *         "checkedOutAt": null,
+                 *         "distanceFromSiteMeters": null,
+                 *         "withinGeofence": null,
+                 *         "suspicious": null,
+                 *         "suspicionReasons": null,
+                 *         "geofenceStatus": "no_coordinates",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["CheckinCreatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    checkinActivatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_checkinactivatedx0y1z2w3",
+                 *       "type": "checkin.activated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1047,
+                 *       "data": {
+                 *         "id": "chk_5t7w1x9z2c4v6b8n0m3k5j7h",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "status": "active",
+                 *         "arrivalWindowStartAt": "2026-11-22T04:00:00.000Z",
+                 *         "arrivalWindowEndAt": "2026-11-22T06:00:00.000Z",
+                 *         "coordinates": {
+                 *           "latitude": 53.8009,
+                 *           "longitude": -1.549,
+                 *           "accuracyMeters": 8
+                 *         },
+                 *         "checkInAddress": "Gate 2, Grid Road",
+                 *         "checkOutAddress": null,
+                 *         "checkedInAt": "2026-11-22T04:19:50.123Z",
+                 *         "checkedOutAt": null,
+                 *         "distanceFromSiteMeters": 12.9,
+                 *         "withinGeofence": true,
+                 *         "suspicious": true,
+                 *         "suspicionReasons": [
+                 *           "outside_arrival_window"
+                 *         ],
+                 *         "geofenceStatus": "computed",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "checkInAddress",
+                 *         "checkedInAt",
+                 *         "coordinates",
+                 *         "distanceFromSiteMeters",
+                 *         "geofenceStatus",
+                 *         "status",
+                 *         "suspicionReasons",
+                 *         "suspicious",
+                 *         "withinGeofence"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CheckinActivatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    checkinCheckedOutWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_checkincheckedoutx0y1z2w",
+                 *       "type": "checkin.checked_out",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1048,
+                 *       "data": {
+                 *         "id": "chk_5t7w1x9z2c4v6b8n0m3k5j7h",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "status": "checked_out",
+                 *         "arrivalWindowStartAt": "2026-11-22T04:00:00.000Z",
+                 *         "arrivalWindowEndAt": "2026-11-22T06:00:00.000Z",
+                 *         "coordinates": {
+                 *           "latitude": 53.8009,
+                 *           "longitude": -1.549,
+                 *           "accuracyMeters": 8
+                 *         },
+                 *         "checkInAddress": "Gate 2, Grid Road",
+                 *         "checkOutAddress": "Gate 2, Grid Road",
+                 *         "checkedInAt": "2026-11-22T04:19:50.123Z",
+                 *         "checkedOutAt": "2026-11-22T04:19:50.123Z",
+                 *         "distanceFromSiteMeters": 12.9,
+                 *         "withinGeofence": true,
+                 *         "suspicious": true,
+                 *         "suspicionReasons": [
+                 *           "outside_arrival_window"
+                 *         ],
+                 *         "geofenceStatus": "computed",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "checkOutAddress",
+                 *         "checkedOutAt",
+                 *         "status"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CheckinCheckedOutWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    checkinUpdatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_checkinupdatedx0y1z2w3v4",
+                 *       "type": "checkin.updated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1049,
+                 *       "data": {
+                 *         "id": "chk_5t7w1x9z2c4v6b8n0m3k5j7h",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "status": "active",
+                 *         "arrivalWindowStartAt": "2026-11-22T04:00:00.000Z",
+                 *         "arrivalWindowEndAt": "2026-11-22T06:00:00.000Z",
+                 *         "coordinates": {
+                 *           "latitude": 53.8009,
+                 *           "longitude": -1.549,
+                 *           "accuracyMeters": 8
+                 *         },
+                 *         "checkInAddress": "Gate 3, Grid Road",
+                 *         "checkOutAddress": null,
+                 *         "checkedInAt": "2026-11-22T04:19:50.123Z",
+                 *         "checkedOutAt": null,
+                 *         "distanceFromSiteMeters": 12.9,
+                 *         "withinGeofence": true,
+                 *         "suspicious": true,
+                 *         "suspicionReasons": [
+                 *           "outside_arrival_window"
+                 *         ],
+                 *         "geofenceStatus": "computed",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "checkInAddress"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CheckinUpdatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    logCreatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_logcreatedx0y1z2w3v4u5t6",
+                 *       "type": "log.created",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1050,
+                 *       "data": {
+                 *         "id": "log_7y9a1c3e5g7j9k1m3n5p7q9r",
+                 *         "entityType": "checkin",
+                 *         "entityId": "chk_5t7w1x9z2c4v6b8n0m3k5j7h",
+                 *         "entryType": "comment",
+                 *         "message": "Gate 2 padlock replaced",
+                 *         "source": "api",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["LogCreatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    sensorReadingsIngestedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_sensorreadingsingestedx0",
+                 *       "type": "sensor_readings.ingested",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1051,
+                 *       "data": {
+                 *         "ingested": 1,
+                 *         "duplicates": 0,
+                 *         "data": [
+                 *           {
+                 *             "id": "srd_6d8f0h2j4k6m8n0p2q4r6s8t",
+                 *             "provider": "acme-iot",
+                 *             "sensorExternalId": "th-17",
+                 *             "sensorName": "Cabinet 3",
+                 *             "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *             "metric": "temperature_c",
+                 *             "value": 21.4,
+                 *             "unit": "C",
+                 *             "occurredAt": "2026-11-22T04:19:00.000Z",
+                 *             "createdAt": "2026-11-22T04:19:50.123Z"
+                 *           }
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SensorReadingsIngestedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    assetCreatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_assetcreatedx0y1z2w3v4u5",
+                 *       "type": "asset.created",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1052,
+                 *       "data": {
+                 *         "id": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                 *         "name": "Transformer T1",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "assetType": "transformer",
+                 *         "serialNumber": "TX-4471",
+                 *         "status": "active",
+                 *         "attributes": {
+                 *           "ratingKva": "500"
+                 *         },
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["AssetCreatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    assetUpdatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_assetupdatedx0y1z2w3v4u5",
+                 *       "type": "asset.updated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1053,
+                 *       "data": {
+                 *         "id": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                 *         "name": "Transformer T1",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "assetType": "transformer",
+                 *         "serialNumber": "TX-4472",
+                 *         "status": "active",
+                 *         "attributes": {
+                 *           "ratingKva": "500"
+                 *         },
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "serialNumber"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["AssetUpdatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    assetDeletedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_assetdeletedx0y1z2w3v4u5",
+                 *       "type": "asset.deleted",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1054,
+                 *       "data": {
+                 *         "id": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                 *         "deleted": true
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["AssetDeletedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    issueCreatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_issuecreatedx0y1z2w3v4u5",
+                 *       "type": "issue.created",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1055,
+                 *       "data": {
+                 *         "id": "iss_7n3b5v9c1x4z6m8k2q0w3e5r",
+                 *         "title": "Oil leak under transformer T1",
+                 *         "description": null,
+                 *         "status": "open",
+                 *         "priority": "high",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                 *         "runId": null,
+                 *         "assigneeUserId": null,
+                 *         "dueAt": null,
+                 *         "resolvedAt": null,
+                 *         "closedAt": null,
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["IssueCreatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    issueUpdatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_issueupdatedx0y1z2w3v4u5",
+                 *       "type": "issue.updated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1056,
+                 *       "data": {
+                 *         "id": "iss_7n3b5v9c1x4z6m8k2q0w3e5r",
+                 *         "title": "Oil leak under transformer T1",
+                 *         "description": null,
+                 *         "status": "open",
+                 *         "priority": "high",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                 *         "runId": null,
+                 *         "assigneeUserId": "auth0|5f1c2a9e",
+                 *         "dueAt": null,
+                 *         "resolvedAt": null,
+                 *         "closedAt": null,
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "assigneeUserId"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["IssueUpdatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    issueResolvedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_issueresolvedx0y1z2w3v4u",
+                 *       "type": "issue.resolved",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1057,
+                 *       "data": {
+                 *         "id": "iss_7n3b5v9c1x4z6m8k2q0w3e5r",
+                 *         "title": "Oil leak under transformer T1",
+                 *         "description": null,
+                 *         "status": "resolved",
+                 *         "priority": "high",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                 *         "runId": null,
+                 *         "assigneeUserId": null,
+                 *         "dueAt": null,
+                 *         "resolvedAt": "2026-11-22T04:19:50.123Z",
+                 *         "closedAt": null,
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "resolvedAt",
+                 *         "status"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["IssueResolvedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    issueClosedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_issueclosedx0y1z2w3v4u5t",
+                 *       "type": "issue.closed",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1058,
+                 *       "data": {
+                 *         "id": "iss_7n3b5v9c1x4z6m8k2q0w3e5r",
+                 *         "title": "Oil leak under transformer T1",
+                 *         "description": null,
+                 *         "status": "closed",
+                 *         "priority": "high",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                 *         "runId": null,
+                 *         "assigneeUserId": null,
+                 *         "dueAt": null,
+                 *         "resolvedAt": "2026-11-22T04:19:50.123Z",
+                 *         "closedAt": "2026-11-22T04:19:50.123Z",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "closedAt",
+                 *         "status"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["IssueClosedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    templateCreatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_templatecreatedx0y1z2w3v",
+                 *       "type": "template.created",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1059,
+                 *       "data": {
+                 *         "id": "tpl_9a1s3d5f7g9h1j3k5l7z9x1c",
+                 *         "name": "Substation monthly",
+                 *         "description": null,
+                 *         "version": 1,
+                 *         "items": [
+                 *           {
+                 *             "id": "fence-intact",
+                 *             "label": "Perimeter fence intact?",
+                 *             "type": "yes_no",
+                 *             "required": true,
+                 *             "options": null
+                 *           }
+                 *         ],
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["TemplateCreatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    templateUpdatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_templateupdatedx0y1z2w3v",
+                 *       "type": "template.updated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1060,
+                 *       "data": {
+                 *         "id": "tpl_9a1s3d5f7g9h1j3k5l7z9x1c",
+                 *         "name": "Substation monthly (2027)",
+                 *         "description": null,
+                 *         "version": 2,
+                 *         "items": [
+                 *           {
+                 *             "id": "fence-intact",
+                 *             "label": "Perimeter fence intact?",
+                 *             "type": "yes_no",
+                 *             "required": true,
+                 *             "options": null
+                 *           }
+                 *         ],
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "name",
+                 *         "version"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["TemplateUpdatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    templateDeletedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_templatedeletedx0y1z2w3v",
+                 *       "type": "template.deleted",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1061,
+                 *       "data": {
+                 *         "id": "tpl_9a1s3d5f7g9h1j3k5l7z9x1c",
+                 *         "deleted": true
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["TemplateDeletedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    runStartedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_runstartedx0y1z2w3v4u5t6",
+                 *       "type": "run.started",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1062,
+                 *       "data": {
+                 *         "id": "run_2h6j8k0m3n5p7q9r1s4t6v8w",
+                 *         "templateId": "tpl_9a1s3d5f7g9h1j3k5l7z9x1c",
+                 *         "templateVersion": 1,
+                 *         "items": [
+                 *           {
+                 *             "id": "fence-intact",
+                 *             "label": "Perimeter fence intact?",
+                 *             "type": "yes_no",
+                 *             "required": true,
+                 *             "options": null
+                 *           }
+                 *         ],
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "assetId": null,
+                 *         "occurrenceId": null,
+                 *         "status": "in_progress",
+                 *         "answers": {},
+                 *         "score": null,
+                 *         "failedItemIds": null,
+                 *         "startedAt": "2026-11-22T04:19:50.123Z",
+                 *         "completedAt": null,
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunStartedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    runUpdatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_runupdatedx0y1z2w3v4u5t6",
+                 *       "type": "run.updated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1063,
+                 *       "data": {
+                 *         "id": "run_2h6j8k0m3n5p7q9r1s4t6v8w",
+                 *         "templateId": "tpl_9a1s3d5f7g9h1j3k5l7z9x1c",
+                 *         "templateVersion": 1,
+                 *         "items": [
+                 *           {
+                 *             "id": "fence-intact",
+                 *             "label": "Perimeter fence intact?",
+                 *             "type": "yes_no",
+                 *             "required": true,
+                 *             "options": null
+                 *           }
+                 *         ],
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "assetId": null,
+                 *         "occurrenceId": null,
+                 *         "status": "in_progress",
+                 *         "answers": {
+                 *           "fence-intact": false
+                 *         },
+                 *         "score": null,
+                 *         "failedItemIds": null,
+                 *         "startedAt": "2026-11-22T04:19:50.123Z",
+                 *         "completedAt": null,
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "answers"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunUpdatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    runCompletedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_runcompletedx0y1z2w3v4u5",
+                 *       "type": "run.completed",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1064,
+                 *       "data": {
+                 *         "id": "run_2h6j8k0m3n5p7q9r1s4t6v8w",
+                 *         "templateId": "tpl_9a1s3d5f7g9h1j3k5l7z9x1c",
+                 *         "templateVersion": 1,
+                 *         "items": [
+                 *           {
+                 *             "id": "fence-intact",
+                 *             "label": "Perimeter fence intact?",
+                 *             "type": "yes_no",
+                 *             "required": true,
+                 *             "options": null
+                 *           }
+                 *         ],
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "userId": "auth0|5f1c2a9e",
+                 *         "assetId": null,
+                 *         "occurrenceId": null,
+                 *         "status": "completed",
+                 *         "answers": {
+                 *           "fence-intact": false
+                 *         },
+                 *         "score": 0,
+                 *         "failedItemIds": [
+                 *           "fence-intact"
+                 *         ],
+                 *         "startedAt": "2026-11-22T04:19:50.123Z",
+                 *         "completedAt": "2026-11-22T04:19:50.123Z",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "completedAt",
+                 *         "failedItemIds",
+                 *         "score",
+                 *         "status"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunCompletedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    scheduleCreatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_schedulecreatedx0y1z2w3v",
+                 *       "type": "schedule.created",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1065,
+                 *       "data": {
+                 *         "id": "sch_3c5e7g9j1k3m5n7p9q1r3s5t",
+                 *         "templateId": "tpl_9a1s3d5f7g9h1j3k5l7z9x1c",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "assigneeUserId": "auth0|5f1c2a9e",
+                 *         "timezone": "Europe/London",
+                 *         "startsAt": "2026-11-02T09:00:00",
+                 *         "startsAtUtc": "2026-11-02T09:00:00.000Z",
+                 *         "durationMinutes": 45,
+                 *         "recurrence": "FREQ=WEEKLY;BYDAY=MO",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ScheduleCreatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    scheduleUpdatedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_scheduleupdatedx0y1z2w3v",
+                 *       "type": "schedule.updated",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1066,
+                 *       "data": {
+                 *         "id": "sch_3c5e7g9j1k3m5n7p9q1r3s5t",
+                 *         "templateId": "tpl_9a1s3d5f7g9h1j3k5l7z9x1c",
+                 *         "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                 *         "assigneeUserId": "auth0|5f1c2a9e",
+                 *         "timezone": "Europe/London",
+                 *         "startsAt": "2026-11-02T09:00:00",
+                 *         "startsAtUtc": "2026-11-02T09:00:00.000Z",
+                 *         "durationMinutes": 60,
+                 *         "recurrence": "FREQ=WEEKLY;BYDAY=MO",
+                 *         "createdAt": "2026-11-22T04:19:50.123Z",
+                 *         "updatedAt": "2026-11-22T04:19:50.123Z"
+                 *       },
+                 *       "changedFields": [
+                 *         "durationMinutes"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["ScheduleUpdatedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
+        };
+    };
+    scheduleDeletedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_scheduledeletedx0y1z2w3v",
+                 *       "type": "schedule.deleted",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "sequence": 1067,
+                 *       "data": {
+                 *         "id": "sch_3c5e7g9j1k3m5n7p9q1r3s5t",
+                 *         "deleted": true
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ScheduleDeletedWebhook"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
+            410: components["responses"]["WebhookGone"];
         };
     };
 }

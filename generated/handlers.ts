@@ -16,9 +16,20 @@ import listCheckins from '../handlers/listCheckins';
 import createCheckin from '../handlers/createCheckin';
 import getCheckin from '../handlers/getCheckin';
 import updateCheckin from '../handlers/updateCheckin';
+import listEvents from '../handlers/listEvents';
+import getEvent from '../handlers/getEvent';
 import listIntegrationActions from '../handlers/listIntegrationActions';
 import listIntegrationTriggers from '../handlers/listIntegrationTriggers';
 import listIntegrationSubscriptions from '../handlers/listIntegrationSubscriptions';
+import createIntegrationSubscription from '../handlers/createIntegrationSubscription';
+import getIntegrationSubscription from '../handlers/getIntegrationSubscription';
+import deleteIntegrationSubscription from '../handlers/deleteIntegrationSubscription';
+import updateIntegrationSubscription from '../handlers/updateIntegrationSubscription';
+import rotateIntegrationSubscriptionSecret from '../handlers/rotateIntegrationSubscriptionSecret';
+import listIntegrationSubscriptionDeliveries from '../handlers/listIntegrationSubscriptionDeliveries';
+import retryIntegrationSubscriptionDelivery from '../handlers/retryIntegrationSubscriptionDelivery';
+import replayIntegrationSubscriptionEvents from '../handlers/replayIntegrationSubscriptionEvents';
+import listIntegrationTriggerSamples from '../handlers/listIntegrationTriggerSamples';
 import listIssues from '../handlers/listIssues';
 import createIssue from '../handlers/createIssue';
 import getIssue from '../handlers/getIssue';
@@ -65,9 +76,20 @@ export const handlers: Record<OperationId, AnyHandler> = {
   createCheckin: createCheckin as AnyHandler,
   getCheckin: getCheckin as AnyHandler,
   updateCheckin: updateCheckin as AnyHandler,
+  listEvents: listEvents as AnyHandler,
+  getEvent: getEvent as AnyHandler,
   listIntegrationActions: listIntegrationActions as AnyHandler,
   listIntegrationTriggers: listIntegrationTriggers as AnyHandler,
   listIntegrationSubscriptions: listIntegrationSubscriptions as AnyHandler,
+  createIntegrationSubscription: createIntegrationSubscription as AnyHandler,
+  getIntegrationSubscription: getIntegrationSubscription as AnyHandler,
+  deleteIntegrationSubscription: deleteIntegrationSubscription as AnyHandler,
+  updateIntegrationSubscription: updateIntegrationSubscription as AnyHandler,
+  rotateIntegrationSubscriptionSecret: rotateIntegrationSubscriptionSecret as AnyHandler,
+  listIntegrationSubscriptionDeliveries: listIntegrationSubscriptionDeliveries as AnyHandler,
+  retryIntegrationSubscriptionDelivery: retryIntegrationSubscriptionDelivery as AnyHandler,
+  replayIntegrationSubscriptionEvents: replayIntegrationSubscriptionEvents as AnyHandler,
+  listIntegrationTriggerSamples: listIntegrationTriggerSamples as AnyHandler,
   listIssues: listIssues as AnyHandler,
   createIssue: createIssue as AnyHandler,
   getIssue: getIssue as AnyHandler,

@@ -36,9 +36,20 @@ export type OperationId =
   | 'createCheckin'
   | 'getCheckin'
   | 'updateCheckin'
+  | 'listEvents'
+  | 'getEvent'
   | 'listIntegrationActions'
   | 'listIntegrationTriggers'
   | 'listIntegrationSubscriptions'
+  | 'createIntegrationSubscription'
+  | 'getIntegrationSubscription'
+  | 'deleteIntegrationSubscription'
+  | 'updateIntegrationSubscription'
+  | 'rotateIntegrationSubscriptionSecret'
+  | 'listIntegrationSubscriptionDeliveries'
+  | 'retryIntegrationSubscriptionDelivery'
+  | 'replayIntegrationSubscriptionEvents'
+  | 'listIntegrationTriggerSamples'
   | 'listIssues'
   | 'createIssue'
   | 'getIssue'
@@ -85,9 +96,20 @@ export const operations: Record<OperationId, OperationInfo> = {
   createCheckin: {"operationId":"createCheckin","method":"post","path":"/v1/checkins","tag":"Checkins","scopes":["checkins:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
   getCheckin: {"operationId":"getCheckin","method":"get","path":"/v1/checkins/{id}","tag":"Checkins","scopes":["checkins:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
   updateCheckin: {"operationId":"updateCheckin","method":"patch","path":"/v1/checkins/{id}","tag":"Checkins","scopes":["checkins:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  listEvents: {"operationId":"listEvents","method":"get","path":"/v1/events","tag":"Events","scopes":["events:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["types","resourceId","after","limit"],"pathParams":[],"responses":["200","400","401","403","410","500"]},
+  getEvent: {"operationId":"getEvent","method":"get","path":"/v1/events/{id}","tag":"Events","scopes":["events:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},
   listIntegrationActions: {"operationId":"listIntegrationActions","method":"get","path":"/v1/integrations/{partner}/actions","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor"],"pathParams":["partner"],"responses":["200","400","401","403","404","500"]},
   listIntegrationTriggers: {"operationId":"listIntegrationTriggers","method":"get","path":"/v1/integrations/{partner}/triggers","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["limit","cursor"],"pathParams":["partner"],"responses":["200","400","401","403","404","500"]},
   listIntegrationSubscriptions: {"operationId":"listIntegrationSubscriptions","method":"get","path":"/v1/integrations/{partner}/subscriptions","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["triggerKey","status","limit","cursor"],"pathParams":["partner"],"responses":["200","400","401","403","404","500"]},
+  createIntegrationSubscription: {"operationId":"createIntegrationSubscription","method":"post","path":"/v1/integrations/{partner}/subscriptions","tag":"Integrations","scopes":["integrations:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["partner"],"responses":["200","201","400","401","403","404","409","413","415","500"]},
+  getIntegrationSubscription: {"operationId":"getIntegrationSubscription","method":"get","path":"/v1/integrations/{partner}/subscriptions/{id}","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["partner","id"],"responses":["200","400","401","403","404","500"]},
+  deleteIntegrationSubscription: {"operationId":"deleteIntegrationSubscription","method":"delete","path":"/v1/integrations/{partner}/subscriptions/{id}","tag":"Integrations","scopes":["integrations:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["partner","id"],"responses":["204","400","401","403","404","409","500"]},
+  updateIntegrationSubscription: {"operationId":"updateIntegrationSubscription","method":"patch","path":"/v1/integrations/{partner}/subscriptions/{id}","tag":"Integrations","scopes":["integrations:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["partner","id"],"responses":["200","400","401","403","404","409","413","415","500"]},
+  rotateIntegrationSubscriptionSecret: {"operationId":"rotateIntegrationSubscriptionSecret","method":"post","path":"/v1/integrations/{partner}/subscriptions/{id}/rotate-secret","tag":"Integrations","scopes":["integrations:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["partner","id"],"responses":["200","400","401","403","404","409","500"]},
+  listIntegrationSubscriptionDeliveries: {"operationId":"listIntegrationSubscriptionDeliveries","method":"get","path":"/v1/integrations/{partner}/subscriptions/{id}/deliveries","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["status","limit","cursor"],"pathParams":["partner","id"],"responses":["200","400","401","403","404","500"]},
+  retryIntegrationSubscriptionDelivery: {"operationId":"retryIntegrationSubscriptionDelivery","method":"post","path":"/v1/integrations/{partner}/subscriptions/{id}/deliveries/{deliveryId}/retry","tag":"Integrations","scopes":["integrations:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["partner","id","deliveryId"],"responses":["202","400","401","403","404","409","500"]},
+  replayIntegrationSubscriptionEvents: {"operationId":"replayIntegrationSubscriptionEvents","method":"post","path":"/v1/integrations/{partner}/subscriptions/{id}/replays","tag":"Integrations","scopes":["integrations:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":["partner","id"],"responses":["202","400","401","403","404","409","413","415","500"]},
+  listIntegrationTriggerSamples: {"operationId":"listIntegrationTriggerSamples","method":"get","path":"/v1/integrations/{partner}/triggers/{key}/samples","tag":"Integrations","scopes":["integrations:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["partner","key"],"responses":["200","400","401","403","404","500"]},
   listIssues: {"operationId":"listIssues","method":"get","path":"/v1/issues","tag":"Issues","scopes":["issues:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":["status","priority","siteId","assetId","runId","assigneeUserId","limit","cursor"],"pathParams":[],"responses":["200","400","401","403","500"]},
   createIssue: {"operationId":"createIssue","method":"post","path":"/v1/issues","tag":"Issues","scopes":["issues:write"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":true,"queryParams":[],"pathParams":[],"responses":["201","400","401","403","409","413","415","500"]},
   getIssue: {"operationId":"getIssue","method":"get","path":"/v1/issues/{id}","tag":"Issues","scopes":["issues:read"],"deprecated":false,"deprecatedAt":null,"sunset":null,"migrationGuide":null,"hasRequestBody":false,"queryParams":[],"pathParams":["id"],"responses":["200","400","401","403","404","500"]},

@@ -13,11 +13,29 @@ export interface Config {
   maxBodyBytes: number;
   /** Origins allowed to call the API from a browser (CORS); empty means none. */
   corsOrigins: string[];
+  /** How long events stay in the change feed (and can be delivered or replayed). */
+  eventsRetentionDays: number;
+  /** Whether the server process also runs the webhook delivery engine (`npm run worker` runs it alone). */
+  webhookWorker: boolean;
+  /** One delivery attempt's deadline, connection to last byte of the answer. */
+  webhookTimeoutSeconds: number;
+  /** Delay before each attempt of a delivery, in seconds: the first is usually 0 (at once). */
+  webhookRetrySchedule: number[];
+  /** Lifts the https-only and public-address rule for webhook targets (development, tests). */
+  webhookAllowPrivateTargets: boolean;
+  /** How long a worker holds a claimed delivery; a worker that dies leaves it to others after this. */
+  webhookLeaseSeconds: number;
 }
 
 export class ConfigError extends Error {}
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/**
+ * Standard Webhooks' schedule (at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h …), with 10-hour steps
+ * until about three days have passed since the event.
+ */
+export const DEFAULT_WEBHOOK_RETRY_SCHEDULE: readonly number[] = [0, 5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000, 36000];
 
 export const DEFAULT_DATABASE_URL = `sqlite:${path.join('data', 'fieldops.sqlite')}`;
 
@@ -32,7 +50,39 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', LOG_LEVELS),
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     corsOrigins: origins(env),
+    ...webhookSettings(env),
   };
+}
+
+function webhookSettings(env: NodeJS.ProcessEnv) {
+  const webhookTimeoutSeconds = integer(env, 'WEBHOOK_TIMEOUT_SECONDS', 10, 1, 300);
+  const webhookLeaseSeconds = integer(env, 'WEBHOOK_LEASE_SECONDS', Math.max(60, webhookTimeoutSeconds + 30), 2, 3600);
+  // a lease shorter than an attempt would let a second worker send while the first still waits for its answer
+  if (webhookLeaseSeconds <= webhookTimeoutSeconds) {
+    throw new ConfigError(`WEBHOOK_LEASE_SECONDS=${webhookLeaseSeconds} is invalid: it must be longer than WEBHOOK_TIMEOUT_SECONDS (${webhookTimeoutSeconds})`);
+  }
+  return {
+    eventsRetentionDays: integer(env, 'EVENTS_RETENTION_DAYS', 30, 1, 3650),
+    webhookWorker: oneOf(env, 'WEBHOOK_WORKER', 'on', ['on', 'off'] as const) === 'on',
+    webhookTimeoutSeconds,
+    webhookRetrySchedule: retrySchedule(env),
+    webhookAllowPrivateTargets: oneOf(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', 'false', ['true', 'false'] as const) === 'true',
+    webhookLeaseSeconds,
+  };
+}
+
+function retrySchedule(env: NodeJS.ProcessEnv): number[] {
+  const value = raw(env, 'WEBHOOK_RETRY_SCHEDULE');
+  if (value === undefined) return [...DEFAULT_WEBHOOK_RETRY_SCHEDULE];
+  const steps = value.split(',').map((s) => s.trim());
+  const week = 7 * 86400;
+  if (steps.length > 50 || steps.some((s) => !/^\d+$/.test(s) || Number(s) > week)) {
+    throw new ConfigError(`WEBHOOK_RETRY_SCHEDULE=${JSON.stringify(value)} is invalid: expected 1 to 50 comma-separated delays in seconds (0 to ${week}), e.g. 0,5,300`);
+  }
+  if (Number(steps[0]) !== 0) {
+    throw new ConfigError(`WEBHOOK_RETRY_SCHEDULE=${JSON.stringify(value)} is invalid: the first delay is the first attempt, which is always made at once: start the list with 0`);
+  }
+  return steps.map(Number);
 }
 
 function raw(env: NodeJS.ProcessEnv, name: string): string | undefined {

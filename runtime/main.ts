@@ -5,6 +5,7 @@ import { createApp } from './http/app';
 import { ALL_SCOPES, createApiKey, DEFAULT_ORGANIZATION } from './auth/apiKeys';
 import { countApiKeys } from './storage/repositories/apiKeysRepository';
 import pino from 'pino';
+import { startDeliveryWorker } from './webhooks/deliveryWorker';
 
 /** `npm start`: validate the configuration, migrate, create the first key if none exists, listen. */
 async function main(): Promise<void> {
@@ -28,6 +29,7 @@ async function main(): Promise<void> {
     : undefined;
 
   const { app, close } = createApp(config, { db: database.knex, logger });
+  const webhookWorker = config.webhookWorker ? startDeliveryWorker({ db: database.knex, settings: config, logger }) : undefined;
   const server = app.listen(config.port, config.host, () => {
     const address = server.address();
     const port = address && typeof address === 'object' ? address.port : config.port;
@@ -46,7 +48,7 @@ async function main(): Promise<void> {
   });
   const shutdown = () => {
     close();
-    server.close(() => database.close().then(() => process.exit(0)));
+    server.close(() => Promise.resolve(webhookWorker?.stop()).then(() => database.close()).then(() => process.exit(0)));
     setTimeout(() => process.exit(0), 5000).unref();
   };
   process.on('SIGINT', shutdown);

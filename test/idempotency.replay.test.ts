@@ -17,8 +17,15 @@ interface ReplayRequest {
 /** For setup: sends a request (POST unless told) that must succeed, and answers its body's `id`. */
 type Create = (path: string, body: object, method?: Method) => Promise<string>;
 
+/** For setup: a GET that must succeed, answering its body. */
+type Read = (path: string) => Promise<any>;
+
+// Webhook targets: a public address literal, so that subscribing needs no DNS (nothing is sent: no worker runs here).
+const HOOKS = 'https://93.184.215.14/hooks';
+const subscriptions = '/v1/integrations/webhooks/subscriptions';
+
 /** Per operationId: prepares what the request needs and answers the request to replay. */
-const fixtures: Record<string, (create: Create) => Promise<ReplayRequest>> = {
+const fixtures: Record<string, (create: Create, read: Read) => Promise<ReplayRequest>> = {
   createSite: async () => ({ path: '/v1/sites', body: { name: 'Replay site', latitude: 53.8, longitude: -1.55, geofenceRadiusMeters: 150 } }),
   updateSite: async (create) => ({ path: `/v1/sites/${await create('/v1/sites', { name: 'To update' })}`, body: { geofenceRadiusMeters: 250 } }),
   deleteSite: async (create) => ({ path: `/v1/sites/${await create('/v1/sites', { name: 'To delete' })}` }),
@@ -82,6 +89,27 @@ const fixtures: Record<string, (create: Create) => Promise<ReplayRequest>> = {
     await create(`/v1/runs/${runId}`, { answers: { 'fence-intact': true } }, 'patch');
     return { path: `/v1/runs/${runId}/complete` };
   },
+
+  createIntegrationSubscription: async () => ({ path: subscriptions, body: { targetUrl: `${HOOKS}/create`, triggerKey: 'checkin.activated' } }),
+  updateIntegrationSubscription: async (create) => ({
+    path: `${subscriptions}/${await create(subscriptions, { targetUrl: `${HOOKS}/pause`, triggerKey: 'checkin.created' })}`,
+    body: { status: 'paused' },
+  }),
+  deleteIntegrationSubscription: async (create) => ({ path: `${subscriptions}/${await create(subscriptions, { targetUrl: `${HOOKS}/delete`, eventTypes: ['site.deleted'] })}` }),
+  rotateIntegrationSubscriptionSecret: async (create) => ({
+    path: `${subscriptions}/${await create(subscriptions, { targetUrl: `${HOOKS}/rotate`, triggerKey: 'checkin.created' })}/rotate-secret`,
+  }),
+  retryIntegrationSubscriptionDelivery: async (create, read) => {
+    const subscriptionId = await create(subscriptions, { targetUrl: `${HOOKS}/retry`, triggerKey: 'checkin.created' });
+    await create('/v1/checkins', { userId: 'replay|retry', siteId: 'site_replay' });
+    const deliveries = await read(`${subscriptions}/${subscriptionId}/deliveries`);
+    return { path: `${subscriptions}/${subscriptionId}/deliveries/${deliveries.data[0].id}/retry` };
+  },
+  replayIntegrationSubscriptionEvents: async (create) => {
+    const subscriptionId = await create(subscriptions, { targetUrl: `${HOOKS}/replay`, triggerKey: 'checkin.created' });
+    await create('/v1/checkins', { userId: 'replay|replay', siteId: 'site_replay' });
+    return { path: `${subscriptions}/${subscriptionId}/replays`, body: { from: '2020-01-01T00:00:00Z', to: '2100-01-01T00:00:00Z' } };
+  },
 };
 
 function template(name: string) {
@@ -144,11 +172,16 @@ describeEachDatabase('idempotent replay of every write operation', (t) => {
     if (res.status >= 300) throw new Error(`setup ${method.toUpperCase()} ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
     return res.body.id;
   };
+  const read: Read = async (url) => {
+    const res = await t.http.get(url).set('Authorization', t.auth);
+    if (res.status !== 200) throw new Error(`setup GET ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
+    return res.body;
+  };
 
   it.each(implementedWrites.map((op) => [op.operationId, op] as const))('%s', async (operationId, op) => {
     const fixture = fixtures[operationId];
     if (!fixture) return; // reported by "has a fixture for every implemented write operation"
-    const request = await fixture(create);
+    const request = await fixture(create, read);
     const method = op.method as Method;
     const key = `replay-${operationId}`;
 

@@ -1,6 +1,6 @@
 import { describeEachDatabase, anError, aTimestamp } from './support/testApp';
 import { operations } from '../generated/operations';
-import { newId } from '../runtime/ids';
+import { EVENT_TYPES } from '../runtime/domain/eventTypes';
 
 const ALL_ACTION_KEYS = [
   'complete_run', 'create_asset', 'create_checkin', 'create_issue', 'create_log', 'ingest_sensor_readings', 'start_run', 'update_checkin', 'update_issue',
@@ -55,26 +55,28 @@ describeEachDatabase('integrations', (t) => {
   });
 
   describe('listIntegrationTriggers', () => {
-    it('lists the event kinds with a sample event each', async () => {
+    it('lists one trigger per event type the API records, each with a sample in the delivered shape', async () => {
       for (const partner of ['workflow-automation', 'webhooks']) {
-        const res = await t.http.get(`/v1/integrations/${partner}/triggers`).set('Authorization', t.auth).expect(200);
+        const res = await t.http.get(`/v1/integrations/${partner}/triggers?limit=100`).set('Authorization', t.auth).expect(200);
         expect(res.body.nextCursor).toBeNull();
-        expect(res.body.data.map((tr: { key: string }) => tr.key)).toEqual([
-          'checkin.activated', 'checkin.checked_out', 'issue.closed', 'issue.created', 'issue.resolved', 'run.completed',
-        ]);
+        expect(res.body.data.map((tr: { key: string }) => tr.key)).toEqual([...EVENT_TYPES]);
         for (const trigger of res.body.data) {
           expect(trigger).toEqual({
             key: trigger.key, name: expect.any(String), description: expect.any(String), resource: trigger.key.split('.')[0],
-            samplePayload: { id: expect.stringMatching(/^evt_/), type: trigger.key, occurredAt: aTimestamp(), data: expect.objectContaining({ id: expect.any(String) }) },
+            samplePayload: {
+              id: expect.stringMatching(/^evt_/), type: trigger.key, timestamp: aTimestamp(), sequence: expect.any(Number),
+              data: expect.any(Object), ...(trigger.samplePayload.changedFields ? { changedFields: expect.any(Array) } : {}),
+            },
           });
         }
       }
     });
 
     it('shows an issue.created sample shaped like an Issue', async () => {
-      const res = await t.http.get('/v1/integrations/webhooks/triggers?limit=1&cursor=' + Buffer.from(JSON.stringify(['issue.closed'])).toString('base64url'))
+      const res = await t.http.get('/v1/integrations/webhooks/triggers?limit=1&cursor=' + Buffer.from(JSON.stringify(['checkin.updated'])).toString('base64url'))
         .set('Authorization', t.auth).expect(200);
       expect(res.body.data).toHaveLength(1);
+      expect(res.body.data[0].key).toBe('issue.closed');
       const sample = res.body.data[0].samplePayload.data;
       const real = (await t.http.post('/v1/issues').set('Authorization', t.auth).send({ title: 'Compare' }).expect(201)).body;
       expect(Object.keys(sample).sort()).toEqual(Object.keys(real).sort());
@@ -83,14 +85,12 @@ describeEachDatabase('integrations', (t) => {
   });
 
   describe('listIntegrationSubscriptions', () => {
-    async function orgIdOf(name: string): Promise<string> {
-      return (await t.db.knex('organizations').where({ name }).first()).id;
-    }
-    async function subscribe(orgId: string, partner: string, triggerKey: string, status = 'active') {
-      const now = new Date().toISOString();
-      const row = { id: newId('whs'), org_id: orgId, partner, trigger_key: triggerKey, target_url: `https://hooks.example.com/${triggerKey}`, status, created_at: now, updated_at: now };
-      await t.db.knex('webhook_subscriptions').insert(row);
-      return { id: row.id, partner, triggerKey, targetUrl: row.target_url, status, createdAt: now, updatedAt: now };
+    async function subscribe(auth: string, partner: string, triggerKey: string, status = 'active') {
+      const created = await t.http.post(`/v1/integrations/${partner}/subscriptions`).set('Authorization', auth)
+        .send({ targetUrl: `https://93.184.215.14/hooks/${triggerKey}`, triggerKey }).expect(201);
+      const { secret: _secret, ...subscription } = created.body;
+      if (status === 'active') return subscription;
+      return (await t.http.patch(`/v1/integrations/${partner}/subscriptions/${subscription.id}`).set('Authorization', auth).send({ status }).expect(200)).body;
     }
 
     it('is an empty list when the organization has no subscription', async () => {
@@ -100,11 +100,10 @@ describeEachDatabase('integrations', (t) => {
 
     it("lists the organization's subscriptions with that partner, filtered, oldest first, paged", async () => {
       const auth = await t.newKey({ organization: 'subs-org' });
-      const orgId = await orgIdOf('subs-org');
-      const created = await subscribe(orgId, 'workflow-automation', 'issue.created');
-      const resolved = await subscribe(orgId, 'workflow-automation', 'issue.resolved', 'paused');
-      const run = await subscribe(orgId, 'workflow-automation', 'run.completed');
-      const elsewhere = await subscribe(orgId, 'webhooks', 'issue.created');
+      const created = await subscribe(auth, 'workflow-automation', 'issue.created');
+      const resolved = await subscribe(auth, 'workflow-automation', 'issue.resolved', 'paused');
+      const run = await subscribe(auth, 'workflow-automation', 'run.completed');
+      const elsewhere = await subscribe(auth, 'webhooks', 'issue.created');
 
       const all = await t.http.get('/v1/integrations/workflow-automation/subscriptions').set('Authorization', auth).expect(200);
       expect(all.body).toEqual({ data: [created, resolved, run], nextCursor: null });
@@ -126,8 +125,7 @@ describeEachDatabase('integrations', (t) => {
     });
 
     it("never shows another organization's subscriptions", async () => {
-      await t.newKey({ organization: 'subs-owner' });
-      await subscribe(await orgIdOf('subs-owner'), 'webhooks', 'checkin.activated');
+      await subscribe(await t.newKey({ organization: 'subs-owner' }), 'webhooks', 'checkin.activated');
       const other = await t.newKey({ organization: 'subs-other' });
       const res = await t.http.get('/v1/integrations/webhooks/subscriptions').set('Authorization', other).expect(200);
       expect(res.body).toEqual({ data: [], nextCursor: null });

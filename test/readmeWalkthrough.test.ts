@@ -105,7 +105,8 @@ describeWithTools('README walk-through run as written', () => {
     let server: ServerProcess;
     let workDir: string;
     beforeAll(async () => {
-      server = await startServerProcess({ databaseUrl: t.db.url });
+      // the webhook part subscribes a receiver on 127.0.0.1, as a developer does locally
+      server = await startServerProcess({ databaseUrl: t.db.url, env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' } });
       workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'readme-walkthrough-'));
     }, 60_000);
     afterAll(async () => {

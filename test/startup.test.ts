@@ -13,6 +13,8 @@ describe('configuration', () => {
     expect(loadConfig({})).toEqual({
       port: 8080, host: '127.0.0.1', databaseUrl: 'sqlite:data/fieldops.sqlite', idempotencyTtlSeconds: 86400,
       idempotencyLeaseSeconds: 60, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
+      eventsRetentionDays: 30, webhookWorker: true, webhookTimeoutSeconds: 10, webhookAllowPrivateTargets: false, webhookLeaseSeconds: 60,
+      webhookRetrySchedule: [0, 5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000, 36000],
     });
   });
 
@@ -24,6 +26,13 @@ describe('configuration', () => {
     ['LOG_LEVEL', 'loud', 'LOG_LEVEL="loud" is invalid: expected one of fatal, error, warn, info, debug, trace, silent'],
     ['DATABASE_URL', 'mysql://x', 'DATABASE_URL="mysql://x" is invalid: expected sqlite:'],
     ['CORS_ORIGINS', 'not an origin', 'CORS_ORIGINS contains "not an origin"'],
+    ['EVENTS_RETENTION_DAYS', '0', 'EVENTS_RETENTION_DAYS="0" is invalid: expected a whole number from 1 to 3650'],
+    ['WEBHOOK_WORKER', 'maybe', 'WEBHOOK_WORKER="maybe" is invalid: expected one of on, off'],
+    ['WEBHOOK_TIMEOUT_SECONDS', '0', 'WEBHOOK_TIMEOUT_SECONDS="0" is invalid'],
+    ['WEBHOOK_RETRY_SCHEDULE', '0,5,soon', 'WEBHOOK_RETRY_SCHEDULE="0,5,soon" is invalid: expected 1 to 50 comma-separated delays in seconds'],
+    ['WEBHOOK_RETRY_SCHEDULE', '5,10', 'start the list with 0'],
+    ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'yes', 'WEBHOOK_ALLOW_PRIVATE_TARGETS="yes" is invalid: expected one of true, false'],
+    ['WEBHOOK_LEASE_SECONDS', '5', 'WEBHOOK_LEASE_SECONDS=5 is invalid: it must be longer than WEBHOOK_TIMEOUT_SECONDS (10)'],
   ])('%s=%s is refused with a line naming it', (name, value, message) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);

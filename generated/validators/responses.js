@@ -1377,7 +1377,7 @@ return errors === 0;
 validate76.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.Error = validate79;
-const schema32 = {"type":"object","required":["error","code","requestId"],"properties":{"error":{"type":"string","description":"Human-readable message; may change between releases."},"code":{"type":"string","description":"Stable machine-readable code.","enum":["VALIDATION_ERROR","INVALID_JSON","IDEMPOTENCY_KEY_INVALID","UNAUTHENTICATED","INSUFFICIENT_SCOPE","NOT_FOUND","METHOD_NOT_ALLOWED","ALREADY_EXISTS","INVALID_TRANSITION","RUN_INCOMPLETE","IDEMPOTENCY_KEY_REUSED","IDEMPOTENCY_IN_PROGRESS","PAYLOAD_TOO_LARGE","UNSUPPORTED_MEDIA_TYPE","RATE_LIMITED","INTERNAL","NOT_IMPLEMENTED","SERVICE_UNAVAILABLE"]},"details":{"type":"array","description":"Where useful, one entry per problem.","items":{"type":"object","required":["message"],"properties":{"path":{"type":"string","description":"JSON Pointer into the request (`/readings/3/value`, `/query/limit`)."},"message":{"type":"string"}}}},"requestId":{"type":"string"}},"examples":[{"error":"Request body has an unknown field: /colour","code":"VALIDATION_ERROR","details":[{"path":"/colour","message":"must NOT have additional properties"}],"requestId":"req_5b0c2c7e4f1a4d2e9a3b"}]};
+const schema32 = {"type":"object","required":["error","code","requestId"],"properties":{"error":{"type":"string","description":"Human-readable message; may change between releases."},"code":{"type":"string","description":"Stable machine-readable code.","enum":["VALIDATION_ERROR","INVALID_JSON","IDEMPOTENCY_KEY_INVALID","TARGET_NOT_ALLOWED","UNAUTHENTICATED","INSUFFICIENT_SCOPE","NOT_FOUND","METHOD_NOT_ALLOWED","ALREADY_EXISTS","INVALID_TRANSITION","RUN_INCOMPLETE","IDEMPOTENCY_KEY_REUSED","IDEMPOTENCY_IN_PROGRESS","CURSOR_EXPIRED","PAYLOAD_TOO_LARGE","UNSUPPORTED_MEDIA_TYPE","RATE_LIMITED","INTERNAL","NOT_IMPLEMENTED","SERVICE_UNAVAILABLE"]},"details":{"type":"array","description":"Where useful, one entry per problem.","items":{"type":"object","required":["message"],"properties":{"path":{"type":"string","description":"JSON Pointer into the request (`/readings/3/value`, `/query/limit`)."},"message":{"type":"string"}}}},"requestId":{"type":"string"}},"examples":[{"error":"Request body has an unknown field: /colour","code":"VALIDATION_ERROR","details":[{"path":"/colour","message":"must NOT have additional properties"}],"requestId":"req_5b0c2c7e4f1a4d2e9a3b"}]};
 
 function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -1444,7 +1444,7 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(!((((((((((((((((((data1 === "VALIDATION_ERROR") || (data1 === "INVALID_JSON")) || (data1 === "IDEMPOTENCY_KEY_INVALID")) || (data1 === "UNAUTHENTICATED")) || (data1 === "INSUFFICIENT_SCOPE")) || (data1 === "NOT_FOUND")) || (data1 === "METHOD_NOT_ALLOWED")) || (data1 === "ALREADY_EXISTS")) || (data1 === "INVALID_TRANSITION")) || (data1 === "RUN_INCOMPLETE")) || (data1 === "IDEMPOTENCY_KEY_REUSED")) || (data1 === "IDEMPOTENCY_IN_PROGRESS")) || (data1 === "PAYLOAD_TOO_LARGE")) || (data1 === "UNSUPPORTED_MEDIA_TYPE")) || (data1 === "RATE_LIMITED")) || (data1 === "INTERNAL")) || (data1 === "NOT_IMPLEMENTED")) || (data1 === "SERVICE_UNAVAILABLE"))){
+if(!((((((((((((((((((((data1 === "VALIDATION_ERROR") || (data1 === "INVALID_JSON")) || (data1 === "IDEMPOTENCY_KEY_INVALID")) || (data1 === "TARGET_NOT_ALLOWED")) || (data1 === "UNAUTHENTICATED")) || (data1 === "INSUFFICIENT_SCOPE")) || (data1 === "NOT_FOUND")) || (data1 === "METHOD_NOT_ALLOWED")) || (data1 === "ALREADY_EXISTS")) || (data1 === "INVALID_TRANSITION")) || (data1 === "RUN_INCOMPLETE")) || (data1 === "IDEMPOTENCY_KEY_REUSED")) || (data1 === "IDEMPOTENCY_IN_PROGRESS")) || (data1 === "CURSOR_EXPIRED")) || (data1 === "PAYLOAD_TOO_LARGE")) || (data1 === "UNSUPPORTED_MEDIA_TYPE")) || (data1 === "RATE_LIMITED")) || (data1 === "INTERNAL")) || (data1 === "NOT_IMPLEMENTED")) || (data1 === "SERVICE_UNAVAILABLE"))){
 const err5 = {instancePath:instancePath+"/code",schemaPath:"#/properties/code/enum",keyword:"enum",params:{allowedValues: schema32.properties.code.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err5];
@@ -1548,14 +1548,327 @@ return errors === 0;
 }
 validate79.evaluated = {"props":{"error":true,"code":true,"details":true,"requestId":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationActionList = validate80;
-const schema33 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema34 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
+exports.Event = validate80;
+const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"type":"integer","minimum":1,"description":"Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"}}};
+const schema34 = {"type":"string","description":"`<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.","enum":["asset.created","asset.deleted","asset.updated","checkin.activated","checkin.checked_out","checkin.created","checkin.updated","issue.closed","issue.created","issue.resolved","issue.updated","log.created","run.completed","run.started","run.updated","schedule.created","schedule.deleted","schedule.updated","sensor_readings.ingested","site.created","site.deleted","site.updated","template.created","template.deleted","template.updated","user.created","user.updated"]};
 
 function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate81.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data !== "string"){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(!(((((((((((((((((((((((((((data === "asset.created") || (data === "asset.deleted")) || (data === "asset.updated")) || (data === "checkin.activated")) || (data === "checkin.checked_out")) || (data === "checkin.created")) || (data === "checkin.updated")) || (data === "issue.closed")) || (data === "issue.created")) || (data === "issue.resolved")) || (data === "issue.updated")) || (data === "log.created")) || (data === "run.completed")) || (data === "run.started")) || (data === "run.updated")) || (data === "schedule.created")) || (data === "schedule.deleted")) || (data === "schedule.updated")) || (data === "sensor_readings.ingested")) || (data === "site.created")) || (data === "site.deleted")) || (data === "site.updated")) || (data === "template.created")) || (data === "template.deleted")) || (data === "template.updated")) || (data === "user.created")) || (data === "user.updated"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema34.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate81.errors = vErrors;
+return errors === 0;
+}
+validate81.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+const schema35 = {"type":"array","description":"Update events only: the names of the fields whose value changed (`updatedAt` is never listed).","items":{"type":"string"}};
+
+function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate84.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(Array.isArray(data)){
+const len0 = data.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data[i0] !== "string"){
+const err0 = {instancePath:instancePath+"/" + i0,schemaPath:"#/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate84.errors = vErrors;
+return errors === 0;
+}
+validate84.evaluated = {"items":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate80.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.occurredAt === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "occurredAt"},message:"must have required property '"+"occurredAt"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+if(!(validate81(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+let data2 = data.sequence;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+const err6 = {instancePath:instancePath+"/sequence",schemaPath:"#/properties/sequence/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+const err7 = {instancePath:instancePath+"/sequence",schemaPath:"#/properties/sequence/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+}
+if(data.occurredAt !== undefined){
+if(!(validate58(data.occurredAt, {instancePath:instancePath+"/occurredAt",parentData:data,parentDataProperty:"occurredAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+let data4 = data.data;
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+}
+else {
+const err8 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate84(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate84.errors : vErrors.concat(validate84.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate80.errors = vErrors;
+return errors === 0;
+}
+validate80.evaluated = {"props":{"id":true,"type":true,"sequence":true,"occurredAt":true,"data":true,"changedFields":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.EventList = validate86;
+const schema36 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Event"}},"nextCursor":{"type":"string","description":"Pass it as `after` for the next page. Always present: at the end of the feed it marks where to resume when new events arrive."}}};
+
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate86.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate80(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate80.errors : vErrors.concat(validate80.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(typeof data.nextCursor !== "string"){
+const err3 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+else {
+const err4 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+validate86.errors = vErrors;
+return errors === 0;
+}
+validate86.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.IntegrationActionList = validate88;
+const schema37 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema38 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
+
+function validate89(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate89.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1694,7 +2007,7 @@ vErrors.push(err11);
 errors++;
 }
 if(!(((((data4 === "GET") || (data4 === "POST")) || (data4 === "PATCH")) || (data4 === "PUT")) || (data4 === "DELETE"))){
-const err12 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema34.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err12 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema38.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -1755,16 +2068,16 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate81.errors = vErrors;
+validate89.errors = vErrors;
 return errors === 0;
 }
-validate81.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
+validate89.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate80.evaluated;
+const evaluated0 = validate88.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1797,8 +2110,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate81(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+if(!(validate89(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate89.errors : vErrors.concat(validate89.errors);
 errors = vErrors.length;
 }
 }
@@ -1831,20 +2144,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate80.errors = vErrors;
+validate88.errors = vErrors;
 return errors === 0;
 }
-validate80.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate88.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationTriggerList = validate84;
-const schema35 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema36 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"type":"string","description":"Stable event type, e.g. `issue.created`."},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
-const schema37 = {"type":"object","description":"Shape of a delivered event.","required":["id","type","occurredAt","data"],"properties":{"id":{"type":"string","description":"Unique event id; receivers use it to drop duplicate deliveries."},"type":{"type":"string","description":"The trigger key."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it."}}};
+exports.IntegrationEventSamples = validate92;
+const schema39 = {"type":"object","required":["data"],"properties":{"data":{"type":"array","maxItems":3,"items":{"$ref":"components#/$defs/IntegrationEvent"}}}};
+const schema40 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"type":"integer","minimum":1},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it, or a tombstone for a deletion."},"changedFields":{"$ref":"components#/$defs/ChangedFields"}}};
 
-function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate93(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate86.evaluated;
+const evaluated0 = validate93.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1872,8 +2184,8 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.occurredAt === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "occurredAt"},message:"must have required property '"+"occurredAt"+"'"};
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -1882,8 +2194,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(data.data === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -1892,9 +2204,8 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(data.id !== undefined){
-if(typeof data.id !== "string"){
-const err4 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -1903,10 +2214,9 @@ vErrors.push(err4);
 }
 errors++;
 }
-}
-if(data.type !== undefined){
-if(typeof data.type !== "string"){
-const err5 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -1916,18 +2226,22 @@ vErrors.push(err5);
 errors++;
 }
 }
-if(data.occurredAt !== undefined){
-if(!(validate58(data.occurredAt, {instancePath:instancePath+"/occurredAt",parentData:data,parentDataProperty:"occurredAt",rootData,dynamicAnchors}))){
+if(data.type !== undefined){
+if(!(validate81(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+errors = vErrors.length;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
 vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
 errors = vErrors.length;
 }
 }
-if(data.data !== undefined){
-let data3 = data.data;
-if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
-}
-else {
-const err6 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.sequence !== undefined){
+let data3 = data.sequence;
+if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+const err6 = {instancePath:instancePath+"/sequence",schemaPath:"#/properties/sequence/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -1936,10 +2250,9 @@ vErrors.push(err6);
 }
 errors++;
 }
-}
-}
-else {
-const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 < 1 || isNaN(data3)){
+const err7 = {instancePath:instancePath+"/sequence",schemaPath:"#/properties/sequence/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -1948,16 +2261,123 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate86.errors = vErrors;
+}
+}
+if(data.data !== undefined){
+let data4 = data.data;
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+}
+else {
+const err8 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate84(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate84.errors : vErrors.concat(validate84.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate93.errors = vErrors;
 return errors === 0;
 }
-validate86.evaluated = {"props":{"id":true,"type":true,"occurredAt":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate93.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate92(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate85.evaluated;
+const evaluated0 = validate92.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+if(data0.length > 3){
+const err1 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/maxItems",keyword:"maxItems",params:{limit: 3},message:"must NOT have more than 3 items"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate93(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate93.errors : vErrors.concat(validate93.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate92.errors = vErrors;
+return errors === 0;
+}
+validate92.evaluated = {"props":{"data":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.IntegrationTriggerList = validate98;
+const schema41 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema42 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"$ref":"components#/$defs/EventType"},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
+
+function validate99(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate99.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2016,8 +2436,14 @@ vErrors.push(err4);
 errors++;
 }
 if(data.key !== undefined){
-if(typeof data.key !== "string"){
-const err5 = {instancePath:instancePath+"/key",schemaPath:"#/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!(validate81(data.key, {instancePath:instancePath+"/key",parentData:data,parentDataProperty:"key",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+errors = vErrors.length;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err5 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -2027,9 +2453,9 @@ vErrors.push(err5);
 errors++;
 }
 }
-if(data.name !== undefined){
-if(typeof data.name !== "string"){
-const err6 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.description !== undefined){
+if(typeof data.description !== "string"){
+const err6 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -2039,9 +2465,9 @@ vErrors.push(err6);
 errors++;
 }
 }
-if(data.description !== undefined){
-if(typeof data.description !== "string"){
-const err7 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.resource !== undefined){
+if(typeof data.resource !== "string"){
+const err7 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -2051,9 +2477,15 @@ vErrors.push(err7);
 errors++;
 }
 }
-if(data.resource !== undefined){
-if(typeof data.resource !== "string"){
-const err8 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.samplePayload !== undefined){
+if(!(validate93(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate93.errors : vErrors.concat(validate93.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -2062,34 +2494,16 @@ vErrors.push(err8);
 }
 errors++;
 }
-}
-if(data.samplePayload !== undefined){
-if(!(validate86(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-validate85.errors = vErrors;
+validate99.errors = vErrors;
 return errors === 0;
 }
-validate85.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
+validate99.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate98(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate84.evaluated;
+const evaluated0 = validate98.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2122,8 +2536,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate85(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate85.errors : vErrors.concat(validate85.errors);
+if(!(validate99(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate99.errors : vErrors.concat(validate99.errors);
 errors = vErrors.length;
 }
 }
@@ -2156,19 +2570,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate84.errors = vErrors;
+validate98.errors = vErrors;
 return errors === 0;
 }
-validate84.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate98.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Issue = validate91;
-const schema38 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema39 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
+exports.Issue = validate104;
+const schema43 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema44 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
 
-function validate92(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate105(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate92.evaluated;
+const evaluated0 = validate105.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2186,7 +2600,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "open") || (data === "in_progress")) || (data === "resolved")) || (data === "closed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema39.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema44.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2195,17 +2609,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate92.errors = vErrors;
+validate105.errors = vErrors;
 return errors === 0;
 }
-validate92.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate105.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema40 = {"type":"string","enum":["low","medium","high","critical"]};
+const schema45 = {"type":"string","enum":["low","medium","high","critical"]};
 
-function validate94(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate107(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate94.evaluated;
+const evaluated0 = validate107.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2223,7 +2637,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "low") || (data === "medium")) || (data === "high")) || (data === "critical"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema40.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema45.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2232,16 +2646,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate94.errors = vErrors;
+validate107.errors = vErrors;
 return errors === 0;
 }
-validate94.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate107.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate91(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate91.evaluated;
+const evaluated0 = validate104.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2416,7 +2830,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema38.properties.description.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema43.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -2427,21 +2841,21 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate92(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate92.errors : vErrors.concat(validate92.errors);
+if(!(validate105(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate105.errors : vErrors.concat(validate105.errors);
 errors = vErrors.length;
 }
 }
 if(data.priority !== undefined){
-if(!(validate94(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate94.errors : vErrors.concat(validate94.errors);
+if(!(validate107(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate107.errors : vErrors.concat(validate107.errors);
 errors = vErrors.length;
 }
 }
 if(data.siteId !== undefined){
 let data5 = data.siteId;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema38.properties.siteId.type},message:"must be string,null"};
+const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema43.properties.siteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -2454,7 +2868,7 @@ errors++;
 if(data.assetId !== undefined){
 let data6 = data.assetId;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema38.properties.assetId.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema43.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -2467,7 +2881,7 @@ errors++;
 if(data.runId !== undefined){
 let data7 = data.runId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema38.properties.runId.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema43.properties.runId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -2480,7 +2894,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data8 = data.assigneeUserId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema38.properties.assigneeUserId.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema43.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -2493,7 +2907,7 @@ errors++;
 if(data.dueAt !== undefined){
 let data9 = data.dueAt;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema38.properties.dueAt.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema43.properties.dueAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -2518,7 +2932,7 @@ errors++;
 if(data.resolvedAt !== undefined){
 let data10 = data.resolvedAt;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema38.properties.resolvedAt.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema43.properties.resolvedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -2543,7 +2957,7 @@ errors++;
 if(data.closedAt !== undefined){
 let data11 = data.closedAt;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema38.properties.closedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema43.properties.closedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -2588,18 +3002,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate91.errors = vErrors;
+validate104.errors = vErrors;
 return errors === 0;
 }
-validate91.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate104.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IssueList = validate98;
-const schema41 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.IssueList = validate111;
+const schema46 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate98(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate98.evaluated;
+const evaluated0 = validate111.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2632,8 +3046,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate91(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate91.errors : vErrors.concat(validate91.errors);
+if(!(validate104(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate104.errors : vErrors.concat(validate104.errors);
 errors = vErrors.length;
 }
 }
@@ -2666,20 +3080,20 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate98.errors = vErrors;
+validate111.errors = vErrors;
 return errors === 0;
 }
-validate98.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate111.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Log = validate101;
-const schema42 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema43 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
+exports.Log = validate114;
+const schema47 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema48 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
 const pattern4 = new RegExp("^[a-z][a-z0-9_]{0,39}$", "u");
 
-function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate115(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate102.evaluated;
+const evaluated0 = validate115.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2708,18 +3122,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate102.errors = vErrors;
+validate115.errors = vErrors;
 return errors === 0;
 }
-validate102.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate115.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema44 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
+const schema49 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
 const pattern5 = new RegExp("^[A-Za-z0-9_.:-]+$", "u");
 
-function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate117(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate104.evaluated;
+const evaluated0 = validate117.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2768,17 +3182,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate104.errors = vErrors;
+validate117.errors = vErrors;
 return errors === 0;
 }
-validate104.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate117.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema45 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
+const schema50 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
 
-function validate106(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate119(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate106.evaluated;
+const evaluated0 = validate119.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2796,7 +3210,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "comment") || (data === "note")) || (data === "status"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema45.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema50.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2805,18 +3219,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate106.errors = vErrors;
+validate119.errors = vErrors;
 return errors === 0;
 }
-validate106.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate119.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema46 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
+const schema51 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
 const pattern6 = new RegExp("^[a-z][a-z0-9_.-]{0,39}$", "u");
 
-function validate108(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate121(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate108.evaluated;
+const evaluated0 = validate121.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2845,16 +3259,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate108.errors = vErrors;
+validate121.errors = vErrors;
 return errors === 0;
 }
-validate108.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate121.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate101(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate114(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate101.evaluated;
+const evaluated0 = validate114.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2945,20 +3359,20 @@ errors++;
 }
 }
 if(data.entityType !== undefined){
-if(!(validate102(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate102.errors : vErrors.concat(validate102.errors);
+if(!(validate115(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate115.errors : vErrors.concat(validate115.errors);
 errors = vErrors.length;
 }
 }
 if(data.entityId !== undefined){
-if(!(validate104(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate104.errors : vErrors.concat(validate104.errors);
+if(!(validate117(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate117.errors : vErrors.concat(validate117.errors);
 errors = vErrors.length;
 }
 }
 if(data.entryType !== undefined){
-if(!(validate106(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
+if(!(validate119(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
 errors = vErrors.length;
 }
 }
@@ -2975,8 +3389,8 @@ errors++;
 }
 }
 if(data.source !== undefined){
-if(!(validate108(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate108.errors : vErrors.concat(validate108.errors);
+if(!(validate121(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate121.errors : vErrors.concat(validate121.errors);
 errors = vErrors.length;
 }
 }
@@ -2997,18 +3411,18 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate101.errors = vErrors;
+validate114.errors = vErrors;
 return errors === 0;
 }
-validate101.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate114.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.LogList = validate111;
-const schema47 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.LogList = validate124;
+const schema52 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate124(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate111.evaluated;
+const evaluated0 = validate124.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3041,8 +3455,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate101(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate101.errors : vErrors.concat(validate101.errors);
+if(!(validate114(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate114.errors : vErrors.concat(validate114.errors);
 errors = vErrors.length;
 }
 }
@@ -3075,21 +3489,21 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate111.errors = vErrors;
+validate124.errors = vErrors;
 return errors === 0;
 }
-validate111.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate124.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.OccurrenceList = validate114;
-const schema48 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema49 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
-const schema50 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
+exports.OccurrenceList = validate127;
+const schema53 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema54 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
+const schema55 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
 const pattern7 = new RegExp("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$", "u");
 
-function validate118(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate131(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate118.evaluated;
+const evaluated0 = validate131.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3118,16 +3532,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate118.errors = vErrors;
+validate131.errors = vErrors;
 return errors === 0;
 }
-validate118.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate131.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate115(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate128(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate115.evaluated;
+const evaluated0 = validate128.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3296,7 +3710,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data4 = data.assigneeUserId;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema49.properties.assigneeUserId.type},message:"must be string,null"};
+const err15 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema54.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -3319,8 +3733,8 @@ errors = vErrors.length;
 }
 }
 if(data.localStartAt !== undefined){
-if(!(validate118(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate118.errors : vErrors.concat(validate118.errors);
+if(!(validate131(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
 errors = vErrors.length;
 }
 }
@@ -3339,7 +3753,7 @@ errors++;
 if(data.runId !== undefined){
 let data9 = data.runId;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err17 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema49.properties.runId.type},message:"must be string,null"};
+const err17 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema54.properties.runId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -3352,7 +3766,7 @@ errors++;
 if(data.runStatus !== undefined){
 let data10 = data.runStatus;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err18 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/type",keyword:"type",params:{type: schema49.properties.runStatus.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/type",keyword:"type",params:{type: schema54.properties.runStatus.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -3362,7 +3776,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!(((data10 === "in_progress") || (data10 === "completed")) || (data10 === null))){
-const err19 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/enum",keyword:"enum",params:{allowedValues: schema49.properties.runStatus.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/enum",keyword:"enum",params:{allowedValues: schema54.properties.runStatus.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -3383,16 +3797,16 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate115.errors = vErrors;
+validate128.errors = vErrors;
 return errors === 0;
 }
-validate115.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
+validate128.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate114(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate114.evaluated;
+const evaluated0 = validate127.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3425,8 +3839,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate115(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate115.errors : vErrors.concat(validate115.errors);
+if(!(validate128(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate128.errors : vErrors.concat(validate128.errors);
 errors = vErrors.length;
 }
 }
@@ -3459,20 +3873,20 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate114.errors = vErrors;
+validate127.errors = vErrors;
 return errors === 0;
 }
-validate114.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate127.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Run = validate122;
-const schema51 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema52 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
-const schema53 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
+exports.Run = validate135;
+const schema56 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema57 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
+const schema58 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
 
-function validate124(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate137(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate124.evaluated;
+const evaluated0 = validate137.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3490,7 +3904,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "yes_no") || (data === "text")) || (data === "number")) || (data === "choice")) || (data === "photo_url"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema53.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema58.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3499,16 +3913,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate124.errors = vErrors;
+validate137.errors = vErrors;
 return errors === 0;
 }
-validate124.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate137.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate123(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate136(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate123.evaluated;
+const evaluated0 = validate136.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3591,8 +4005,8 @@ errors++;
 }
 }
 if(data.type !== undefined){
-if(!(validate124(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate124.errors : vErrors.concat(validate124.errors);
+if(!(validate137(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate137.errors : vErrors.concat(validate137.errors);
 errors = vErrors.length;
 }
 }
@@ -3611,7 +4025,7 @@ errors++;
 if(data.options !== undefined){
 let data4 = data.options;
 if((!(Array.isArray(data4))) && (data4 !== null)){
-const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema52.properties.options.type},message:"must be array,null"};
+const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema57.properties.options.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -3647,17 +4061,17 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate123.errors = vErrors;
+validate136.errors = vErrors;
 return errors === 0;
 }
-validate123.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
+validate136.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema54 = {"type":"string","enum":["in_progress","completed"]};
+const schema59 = {"type":"string","enum":["in_progress","completed"]};
 
-function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate140(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate127.evaluated;
+const evaluated0 = validate140.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3675,7 +4089,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((data === "in_progress") || (data === "completed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema54.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema59.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3684,17 +4098,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate127.errors = vErrors;
+validate140.errors = vErrors;
 return errors === 0;
 }
-validate127.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate140.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema55 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
+const schema60 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
 
-function validate129(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate129.evaluated;
+const evaluated0 = validate142.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3702,7 +4116,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(((typeof data !== "boolean") && (typeof data !== "string")) && (!((typeof data == "number") && (isFinite(data))))){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema55.type},message:"must be boolean,string,number"};
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema60.type},message:"must be boolean,string,number"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -3711,16 +4125,16 @@ vErrors.push(err0);
 }
 errors++;
 }
-validate129.errors = vErrors;
+validate142.errors = vErrors;
 return errors === 0;
 }
-validate129.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate142.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate135(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate122.evaluated;
+const evaluated0 = validate135.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3942,8 +4356,8 @@ let data3 = data.items;
 if(Array.isArray(data3)){
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate123(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate123.errors : vErrors.concat(validate123.errors);
+if(!(validate136(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate136.errors : vErrors.concat(validate136.errors);
 errors = vErrors.length;
 }
 }
@@ -3986,7 +4400,7 @@ errors++;
 if(data.assetId !== undefined){
 let data7 = data.assetId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema51.properties.assetId.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema56.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -3999,7 +4413,7 @@ errors++;
 if(data.occurrenceId !== undefined){
 let data8 = data.occurrenceId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema51.properties.occurrenceId.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema56.properties.occurrenceId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -4010,8 +4424,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate127(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate127.errors : vErrors.concat(validate127.errors);
+if(!(validate140(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
 errors = vErrors.length;
 }
 }
@@ -4019,8 +4433,8 @@ if(data.answers !== undefined){
 let data10 = data.answers;
 if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
 for(const key0 in data10){
-if(!(validate129(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate129.errors : vErrors.concat(validate129.errors);
+if(!(validate142(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
 errors = vErrors.length;
 }
 }
@@ -4039,7 +4453,7 @@ errors++;
 if(data.score !== undefined){
 let data12 = data.score;
 if((!((typeof data12 == "number") && (isFinite(data12)))) && (data12 !== null)){
-const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema51.properties.score.type},message:"must be number,null"};
+const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema56.properties.score.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -4074,7 +4488,7 @@ errors++;
 if(data.failedItemIds !== undefined){
 let data13 = data.failedItemIds;
 if((!(Array.isArray(data13))) && (data13 !== null)){
-const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema51.properties.failedItemIds.type},message:"must be array,null"};
+const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema56.properties.failedItemIds.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -4108,7 +4522,7 @@ errors = vErrors.length;
 if(data.completedAt !== undefined){
 let data16 = data.completedAt;
 if((typeof data16 !== "string") && (data16 !== null)){
-const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema51.properties.completedAt.type},message:"must be string,null"};
+const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema56.properties.completedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -4153,18 +4567,18 @@ vErrors.push(err33);
 }
 errors++;
 }
-validate122.errors = vErrors;
+validate135.errors = vErrors;
 return errors === 0;
 }
-validate122.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate135.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.RunList = validate134;
-const schema56 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.RunList = validate147;
+const schema61 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate134(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate147(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate134.evaluated;
+const evaluated0 = validate147.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4197,8 +4611,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate122(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate122.errors : vErrors.concat(validate122.errors);
+if(!(validate135(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate135.errors : vErrors.concat(validate135.errors);
 errors = vErrors.length;
 }
 }
@@ -4231,18 +4645,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate134.errors = vErrors;
+validate147.errors = vErrors;
 return errors === 0;
 }
-validate134.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate147.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Schedule = validate137;
-const schema57 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Schedule = validate150;
+const schema62 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate137(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate150(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate137.evaluated;
+const evaluated0 = validate150.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4399,7 +4813,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data3 = data.assigneeUserId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema57.properties.assigneeUserId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema62.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -4422,8 +4836,8 @@ errors++;
 }
 }
 if(data.startsAt !== undefined){
-if(!(validate118(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate118.errors : vErrors.concat(validate118.errors);
+if(!(validate131(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
 errors = vErrors.length;
 }
 }
@@ -4471,7 +4885,7 @@ errors++;
 if(data.recurrence !== undefined){
 let data8 = data.recurrence;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema57.properties.recurrence.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema62.properties.recurrence.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -4504,18 +4918,18 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate137.errors = vErrors;
+validate150.errors = vErrors;
 return errors === 0;
 }
-validate137.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate150.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.ScheduleList = validate142;
-const schema58 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.ScheduleList = validate155;
+const schema63 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate155(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate142.evaluated;
+const evaluated0 = validate155.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4548,8 +4962,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate137(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate137.errors : vErrors.concat(validate137.errors);
+if(!(validate150(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate150.errors : vErrors.concat(validate150.errors);
 errors = vErrors.length;
 }
 }
@@ -4582,18 +4996,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate142.errors = vErrors;
+validate155.errors = vErrors;
 return errors === 0;
 }
-validate142.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate155.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReading = validate145;
-const schema59 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.SensorReading = validate158;
+const schema64 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate145(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate158(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate145.evaluated;
+const evaluated0 = validate158.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4740,7 +5154,7 @@ errors++;
 if(data.sensorName !== undefined){
 let data3 = data.sensorName;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema59.properties.sensorName.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema64.properties.sensorName.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -4822,27 +5236,27 @@ vErrors.push(err18);
 }
 errors++;
 }
-validate145.errors = vErrors;
+validate158.errors = vErrors;
 return errors === 0;
 }
-validate145.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate158.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingIngestResult = validate148;
-const schema60 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
-const schema61 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
+exports.SensorReadingIngestResult = validate161;
+const schema65 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
+const schema66 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
 
-function validate149(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate162(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate149.evaluated;
+const evaluated0 = validate162.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate145(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate145.errors : vErrors.concat(validate145.errors);
+if(!(validate158(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate158.errors : vErrors.concat(validate158.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -4879,16 +5293,16 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate149.errors = vErrors;
+validate162.errors = vErrors;
 return errors === 0;
 }
-validate149.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate162.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate148(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate161(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate148.evaluated;
+const evaluated0 = validate161.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4981,8 +5395,8 @@ let data2 = data.data;
 if(Array.isArray(data2)){
 const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate149(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate149.errors : vErrors.concat(validate149.errors);
+if(!(validate162(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate162.errors : vErrors.concat(validate162.errors);
 errors = vErrors.length;
 }
 }
@@ -5009,18 +5423,18 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate148.errors = vErrors;
+validate161.errors = vErrors;
 return errors === 0;
 }
-validate148.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate161.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingList = validate152;
-const schema62 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.SensorReadingList = validate165;
+const schema67 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate152(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate165(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate152.evaluated;
+const evaluated0 = validate165.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5053,8 +5467,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate145(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate145.errors : vErrors.concat(validate145.errors);
+if(!(validate158(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate158.errors : vErrors.concat(validate158.errors);
 errors = vErrors.length;
 }
 }
@@ -5087,18 +5501,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate152.errors = vErrors;
+validate165.errors = vErrors;
 return errors === 0;
 }
-validate152.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate165.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Site = validate155;
-const schema63 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Site = validate168;
+const schema68 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate155(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate168(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate155.evaluated;
+const evaluated0 = validate168.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5223,7 +5637,7 @@ errors++;
 if(data.address !== undefined){
 let data2 = data.address;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema63.properties.address.type},message:"must be string,null"};
+const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema68.properties.address.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -5236,7 +5650,7 @@ errors++;
 if(data.latitude !== undefined){
 let data3 = data.latitude;
 if((!((typeof data3 == "number") && (isFinite(data3)))) && (data3 !== null)){
-const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema63.properties.latitude.type},message:"must be number,null"};
+const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema68.properties.latitude.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -5271,7 +5685,7 @@ errors++;
 if(data.longitude !== undefined){
 let data4 = data.longitude;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema63.properties.longitude.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema68.properties.longitude.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -5341,7 +5755,7 @@ errors++;
 if(data.timezone !== undefined){
 let data6 = data.timezone;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema63.properties.timezone.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema68.properties.timezone.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -5374,18 +5788,18 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate155.errors = vErrors;
+validate168.errors = vErrors;
 return errors === 0;
 }
-validate155.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate168.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SiteList = validate158;
-const schema64 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.SiteList = validate171;
+const schema69 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate158(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate171(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate158.evaluated;
+const evaluated0 = validate171.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5418,8 +5832,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate155(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate155.errors : vErrors.concat(validate155.errors);
+if(!(validate168(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
 errors = vErrors.length;
 }
 }
@@ -5452,18 +5866,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate158.errors = vErrors;
+validate171.errors = vErrors;
 return errors === 0;
 }
-validate158.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate171.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Template = validate161;
-const schema65 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Template = validate174;
+const schema70 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate161(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate174(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate161.evaluated;
+const evaluated0 = validate174.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5568,7 +5982,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema65.properties.description.type},message:"must be string,null"};
+const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema70.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -5608,8 +6022,8 @@ let data4 = data.items;
 if(Array.isArray(data4)){
 const len0 = data4.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate123(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate123.errors : vErrors.concat(validate123.errors);
+if(!(validate136(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate136.errors : vErrors.concat(validate136.errors);
 errors = vErrors.length;
 }
 }
@@ -5648,18 +6062,18 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate161.errors = vErrors;
+validate174.errors = vErrors;
 return errors === 0;
 }
-validate161.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate174.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.TemplateList = validate165;
-const schema66 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.TemplateList = validate178;
+const schema71 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate165(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate178(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate165.evaluated;
+const evaluated0 = validate178.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5692,8 +6106,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate161(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+if(!(validate174(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate174.errors : vErrors.concat(validate174.errors);
 errors = vErrors.length;
 }
 }
@@ -5726,19 +6140,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate165.errors = vErrors;
+validate178.errors = vErrors;
 return errors === 0;
 }
-validate165.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate178.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.User = validate168;
-const schema67 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema68 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
+exports.User = validate181;
+const schema72 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema73 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
 
-function validate169(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate182(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate169.evaluated;
+const evaluated0 = validate182.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5756,7 +6170,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "site_checkin_created") || (data === "site_checkin_activated")) || (data === "device")) || (data === "manual"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema68.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema73.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -5765,16 +6179,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate169.errors = vErrors;
+validate182.errors = vErrors;
 return errors === 0;
 }
-validate169.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate182.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate168(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate181(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate168.evaluated;
+const evaluated0 = validate181.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5919,7 +6333,7 @@ errors++;
 if(data.lastLocationSiteId !== undefined){
 let data2 = data.lastLocationSiteId;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema67.properties.lastLocationSiteId.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema72.properties.lastLocationSiteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -5932,7 +6346,7 @@ errors++;
 if(data.lastLocationCheckinId !== undefined){
 let data3 = data.lastLocationCheckinId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema67.properties.lastLocationCheckinId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema72.properties.lastLocationCheckinId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -5945,7 +6359,7 @@ errors++;
 if(data.lastLocationLat !== undefined){
 let data4 = data.lastLocationLat;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema67.properties.lastLocationLat.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema72.properties.lastLocationLat.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -5980,7 +6394,7 @@ errors++;
 if(data.lastLocationLng !== undefined){
 let data5 = data.lastLocationLng;
 if((!((typeof data5 == "number") && (isFinite(data5)))) && (data5 !== null)){
-const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema67.properties.lastLocationLng.type},message:"must be number,null"};
+const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema72.properties.lastLocationLng.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -6015,7 +6429,7 @@ errors++;
 if(data.lastLocationAccuracyMeters !== undefined){
 let data6 = data.lastLocationAccuracyMeters;
 if((!((typeof data6 == "number") && (isFinite(data6)))) && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema67.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
+const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema72.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -6043,8 +6457,8 @@ const _errs16 = errors;
 let valid1 = false;
 let passing0 = null;
 const _errs17 = errors;
-if(!(validate169(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate169.errors : vErrors.concat(validate169.errors);
+if(!(validate182(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate182.errors : vErrors.concat(validate182.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs17 === errors;
@@ -6099,7 +6513,7 @@ vErrors = null;
 if(data.lastLocationCapturedAt !== undefined){
 let data8 = data.lastLocationCapturedAt;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema67.properties.lastLocationCapturedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema72.properties.lastLocationCapturedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -6144,18 +6558,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate168.errors = vErrors;
+validate181.errors = vErrors;
 return errors === 0;
 }
-validate168.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate181.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.UserList = validate173;
-const schema69 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.UserList = validate186;
+const schema74 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate173(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate186(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate173.evaluated;
+const evaluated0 = validate186.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6188,8 +6602,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate168(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -6222,21 +6636,578 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate173.errors = vErrors;
+validate186.errors = vErrors;
 return errors === 0;
 }
-validate173.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate186.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionList = validate176;
-const schema70 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema71 = {"type":"object","required":["id","partner","triggerKey","targetUrl","status","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":"string"},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const formats20 = require("../../runtime/http/validationFormats").validationFormats.uri;
-const schema72 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization, `disabled` by the provider after repeated delivery failures."};
+exports.WebhookDelivery = validate189;
+const schema75 = {"type":"object","required":["id","subscriptionId","eventId","eventType","status","attempts","lastResponseStatus","lastResponseExcerpt","lastAttemptAt","nextAttemptAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whd_`."},"subscriptionId":{"type":"string"},"eventId":{"type":"string","description":"The event delivered; also the `webhook-id` header."},"eventType":{"$ref":"components#/$defs/EventType"},"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"attempts":{"type":"integer","minimum":0},"lastResponseStatus":{"type":["integer","null"],"description":"HTTP status of the last answer; null when there was none (timeout, refused connection)."},"lastResponseExcerpt":{"type":["string","null"],"description":"The first characters of the last answer's body, or the error."},"lastAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the next attempt is due; null when none is."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema76 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: not attempted yet. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left (the schedule ended, or the target answered 410); retry it or replay its window."};
 
-function validate178(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate191(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate178.evaluated;
+const evaluated0 = validate191.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data !== "string"){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(!((((data === "pending") || (data === "succeeded")) || (data === "failed")) || (data === "abandoned"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema76.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate191.errors = vErrors;
+return errors === 0;
+}
+validate191.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+
+function validate189(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate189.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.subscriptionId === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "subscriptionId"},message:"must have required property '"+"subscriptionId"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.eventId === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "eventId"},message:"must have required property '"+"eventId"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.eventType === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "eventType"},message:"must have required property '"+"eventType"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.status === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.attempts === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "attempts"},message:"must have required property '"+"attempts"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.lastResponseStatus === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastResponseStatus"},message:"must have required property '"+"lastResponseStatus"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.lastResponseExcerpt === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastResponseExcerpt"},message:"must have required property '"+"lastResponseExcerpt"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.lastAttemptAt === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastAttemptAt"},message:"must have required property '"+"lastAttemptAt"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.nextAttemptAt === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextAttemptAt"},message:"must have required property '"+"nextAttemptAt"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data.updatedAt === undefined){
+const err11 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err12 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.subscriptionId !== undefined){
+if(typeof data.subscriptionId !== "string"){
+const err13 = {instancePath:instancePath+"/subscriptionId",schemaPath:"#/properties/subscriptionId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.eventId !== undefined){
+if(typeof data.eventId !== "string"){
+const err14 = {instancePath:instancePath+"/eventId",schemaPath:"#/properties/eventId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.eventType !== undefined){
+if(!(validate81(data.eventType, {instancePath:instancePath+"/eventType",parentData:data,parentDataProperty:"eventType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+errors = vErrors.length;
+}
+}
+if(data.status !== undefined){
+if(!(validate191(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate191.errors : vErrors.concat(validate191.errors);
+errors = vErrors.length;
+}
+}
+if(data.attempts !== undefined){
+let data5 = data.attempts;
+if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
+const err15 = {instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 < 0 || isNaN(data5)){
+const err16 = {instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+if(data.lastResponseStatus !== undefined){
+let data6 = data.lastResponseStatus;
+if((!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))) && (data6 !== null)){
+const err17 = {instancePath:instancePath+"/lastResponseStatus",schemaPath:"#/properties/lastResponseStatus/type",keyword:"type",params:{type: schema75.properties.lastResponseStatus.type},message:"must be integer,null"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data.lastResponseExcerpt !== undefined){
+let data7 = data.lastResponseExcerpt;
+if((typeof data7 !== "string") && (data7 !== null)){
+const err18 = {instancePath:instancePath+"/lastResponseExcerpt",schemaPath:"#/properties/lastResponseExcerpt/type",keyword:"type",params:{type: schema75.properties.lastResponseExcerpt.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data.lastAttemptAt !== undefined){
+let data8 = data.lastAttemptAt;
+const _errs16 = errors;
+let valid1 = false;
+let passing0 = null;
+const _errs17 = errors;
+if(!(validate58(data8, {instancePath:instancePath+"/lastAttemptAt",parentData:data,parentDataProperty:"lastAttemptAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs17 === errors;
+if(_valid0){
+valid1 = true;
+passing0 = 0;
+}
+const _errs18 = errors;
+if(data8 !== null){
+const err19 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+if(_valid0 && valid1){
+valid1 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid1 = true;
+passing0 = 1;
+}
+}
+if(!valid1){
+const err20 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+else {
+errors = _errs16;
+if(vErrors !== null){
+if(_errs16){
+vErrors.length = _errs16;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.nextAttemptAt !== undefined){
+let data9 = data.nextAttemptAt;
+const _errs21 = errors;
+let valid2 = false;
+let passing1 = null;
+const _errs22 = errors;
+if(!(validate58(data9, {instancePath:instancePath+"/nextAttemptAt",parentData:data,parentDataProperty:"nextAttemptAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+var _valid1 = _errs22 === errors;
+if(_valid1){
+valid2 = true;
+passing1 = 0;
+}
+const _errs23 = errors;
+if(data9 !== null){
+const err21 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+var _valid1 = _errs23 === errors;
+if(_valid1 && valid2){
+valid2 = false;
+passing1 = [passing1, 1];
+}
+else {
+if(_valid1){
+valid2 = true;
+passing1 = 1;
+}
+}
+if(!valid2){
+const err22 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing1},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.updatedAt !== undefined){
+if(!(validate58(data.updatedAt, {instancePath:instancePath+"/updatedAt",parentData:data,parentDataProperty:"updatedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err23 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+validate189.errors = vErrors;
+return errors === 0;
+}
+validate189.evaluated = {"props":{"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.WebhookDeliveryList = validate197;
+const schema77 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookDelivery"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+
+function validate197(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate197.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate189(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate189.errors : vErrors.concat(validate189.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate197.errors = vErrors;
+return errors === 0;
+}
+validate197.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.WebhookReplayResult = validate200;
+const schema78 = {"type":"object","required":["replayed"],"properties":{"replayed":{"type":"integer","minimum":0,"description":"Deliveries queued."}}};
+
+function validate200(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate200.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.replayed === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "replayed"},message:"must have required property '"+"replayed"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.replayed !== undefined){
+let data0 = data.replayed;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+const err1 = {instancePath:instancePath+"/replayed",schemaPath:"#/properties/replayed/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 < 0 || isNaN(data0)){
+const err2 = {instancePath:instancePath+"/replayed",schemaPath:"#/properties/replayed/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate200.errors = vErrors;
+return errors === 0;
+}
+validate200.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.WebhookSubscription = validate201;
+const schema79 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema80 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
+
+function validate203(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate203.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6254,7 +7225,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "active") || (data === "paused")) || (data === "disabled"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema72.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema80.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -6263,16 +7234,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate178.errors = vErrors;
+validate203.errors = vErrors;
 return errors === 0;
 }
-validate178.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate203.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
+const formats20 = require("../../runtime/http/validationFormats").validationFormats.uri;
 
-function validate177(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate201(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate177.evaluated;
+const evaluated0 = validate201.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6310,8 +7282,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(data.targetUrl === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "targetUrl"},message:"must have required property '"+"targetUrl"+"'"};
+if(data.eventTypes === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "eventTypes"},message:"must have required property '"+"eventTypes"+"'"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -6320,8 +7292,8 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(data.status === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(data.targetUrl === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "targetUrl"},message:"must have required property '"+"targetUrl"+"'"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -6330,8 +7302,8 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(data.createdAt === undefined){
-const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(data.status === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -6340,8 +7312,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(data.updatedAt === undefined){
-const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(data.disabledReason === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "disabledReason"},message:"must have required property '"+"disabledReason"+"'"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -6350,9 +7322,8 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data.id !== undefined){
-if(typeof data.id !== "string"){
-const err7 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.createdAt === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -6361,10 +7332,8 @@ vErrors.push(err7);
 }
 errors++;
 }
-}
-if(data.partner !== undefined){
-if(typeof data.partner !== "string"){
-const err8 = {instancePath:instancePath+"/partner",schemaPath:"#/properties/partner/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.updatedAt === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -6373,10 +7342,9 @@ vErrors.push(err8);
 }
 errors++;
 }
-}
-if(data.triggerKey !== undefined){
-if(typeof data.triggerKey !== "string"){
-const err9 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err9 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -6386,11 +7354,9 @@ vErrors.push(err9);
 errors++;
 }
 }
-if(data.targetUrl !== undefined){
-let data3 = data.targetUrl;
-if(typeof data3 === "string"){
-if(!(formats20(data3))){
-const err10 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""};
+if(data.partner !== undefined){
+if(typeof data.partner !== "string"){
+const err10 = {instancePath:instancePath+"/partner",schemaPath:"#/properties/partner/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -6400,8 +7366,10 @@ vErrors.push(err10);
 errors++;
 }
 }
-else {
-const err11 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.triggerKey !== undefined){
+let data2 = data.triggerKey;
+if((typeof data2 !== "string") && (data2 !== null)){
+const err11 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema79.properties.triggerKey.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -6411,10 +7379,90 @@ vErrors.push(err11);
 errors++;
 }
 }
-if(data.status !== undefined){
-if(!(validate178(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate178.errors : vErrors.concat(validate178.errors);
+if(data.eventTypes !== undefined){
+let data3 = data.eventTypes;
+if(Array.isArray(data3)){
+if(data3.length < 1){
+const err12 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate81(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
 errors = vErrors.length;
+}
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.targetUrl !== undefined){
+let data5 = data.targetUrl;
+if(typeof data5 === "string"){
+if(!(formats20(data5))){
+const err14 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.status !== undefined){
+if(!(validate203(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate203.errors : vErrors.concat(validate203.errors);
+errors = vErrors.length;
+}
+}
+if(data.disabledReason !== undefined){
+let data7 = data.disabledReason;
+if((typeof data7 !== "string") && (data7 !== null)){
+const err16 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema79.properties.disabledReason.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+if(!(((data7 === "gone") || (data7 === "failing")) || (data7 === null))){
+const err17 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema79.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
 }
 }
 if(data.createdAt !== undefined){
@@ -6431,25 +7479,27 @@ errors = vErrors.length;
 }
 }
 else {
-const err12 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err18 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err12];
+vErrors = [err18];
 }
 else {
-vErrors.push(err12);
+vErrors.push(err18);
 }
 errors++;
 }
-validate177.errors = vErrors;
+validate201.errors = vErrors;
 return errors === 0;
 }
-validate177.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"targetUrl":true,"status":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate201.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
+exports.WebhookSubscriptionList = validate207;
+const schema81 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate176(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate207(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate176.evaluated;
+const evaluated0 = validate207.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6482,8 +7532,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate177(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
+if(!(validate201(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate201.errors : vErrors.concat(validate201.errors);
 errors = vErrors.length;
 }
 }
@@ -6516,8 +7566,64 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate176.errors = vErrors;
+validate207.errors = vErrors;
 return errors === 0;
 }
-validate176.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate207.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.WebhookSubscriptionWithSecret = validate210;
+const schema82 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
+
+function validate210(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate210.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(!(validate201(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate201.errors : vErrors.concat(validate201.errors);
+errors = vErrors.length;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.secret === undefined){
+const err0 = {instancePath,schemaPath:"#/allOf/1/required",keyword:"required",params:{missingProperty: "secret"},message:"must have required property '"+"secret"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.secret !== undefined){
+if(typeof data.secret !== "string"){
+const err1 = {instancePath:instancePath+"/secret",schemaPath:"#/allOf/1/properties/secret/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+else {
+const err2 = {instancePath,schemaPath:"#/allOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+validate210.errors = vErrors;
+return errors === 0;
+}
+validate210.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 

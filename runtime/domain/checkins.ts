@@ -7,6 +7,7 @@ import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfStatus
 import { findSite } from '../storage/repositories/sitesRepository';
 import { findUserByUserId, LastLocationSource, User } from '../storage/repositories/usersRepository';
 import { refreshLastLocation } from './users';
+import { changedFields, recordEvent } from './events';
 
 /**
  * Every write of a check-in, and its lifecycle (docs/architecture.md, "Product rules"):
@@ -58,6 +59,7 @@ export async function createCheckin(db: Knex, orgId: string, input: CheckinCreat
   // a walk-in is an activation; a planned check-in with a position is a "created" location
   if (status === 'active') await refreshProfile(db, orgId, profile, checkin, 'site_checkin_activated', now);
   else if (coordinates) await refreshProfile(db, orgId, profile, checkin, 'site_checkin_created', now);
+  await recordEvent(db, orgId, { type: 'checkin.created', data: checkin });
   return checkin;
 }
 
@@ -91,6 +93,8 @@ export async function updateCheckin(db: Knex, orgId: string, id: string, changes
     throw invalidTransition(`The check-in changed status meanwhile; it cannot move to ${status} now`);
   }
   if (activating) await refreshProfile(db, orgId, profile, next, 'site_checkin_activated', now);
+  const type = activating ? 'checkin.activated' : checkingOut ? 'checkin.checked_out' : 'checkin.updated';
+  await recordEvent(db, orgId, { type, data: next, changedFields: changedFields(current, next) });
   return next;
 }
 

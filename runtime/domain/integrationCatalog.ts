@@ -1,6 +1,8 @@
 import type { components } from '../../generated/types';
 import { operations, OperationId } from '../../generated/operations';
 import { decodeCursor, encodeCursor, type Page, type PageRequest } from '../cursor';
+import contractDocument from '../../generated/openapi.json';
+import { EVENT_TYPES, eventTypeInfo, isEventType, type EventType } from './eventTypes';
 
 export type IntegrationAction = components['schemas']['IntegrationAction'];
 export type IntegrationTrigger = components['schemas']['IntegrationTrigger'];
@@ -24,8 +26,6 @@ interface Partner {
   triggers: readonly IntegrationTrigger[];
 }
 
-const SAMPLE_TIME = '2026-11-22T04:19:50.123Z';
-
 const ACTIONS: readonly ActionEntry[] = [
   { key: 'complete_run', name: 'Complete an inspection', description: 'Completes an inspection run once every required item is answered; records its score and failed items.', operationId: 'completeRun' },
   { key: 'create_checkin', name: 'Plan or start a check-in', description: 'Records a planned arrival (pre_checkin) or a walk-in (active) of a worker at a site.', operationId: 'createCheckin' },
@@ -38,54 +38,23 @@ const ACTIONS: readonly ActionEntry[] = [
   { key: 'update_issue', name: 'Update an issue', description: 'Changes an issue: assign it, change its priority, resolve or close it.', operationId: 'updateIssue' },
 ];
 
-function event(type: string, data: Record<string, unknown>): IntegrationTrigger['samplePayload'] {
-  return { id: `evt_sample_${type.replace('.', '_')}`, type, occurredAt: SAMPLE_TIME, data };
+/**
+ * One trigger per event type (the same list the API records, eventTypes.ts), each with the
+ * example the contract's `webhooks` section gives for that type, so the catalogue's sample, the
+ * documented payload and the delivered shape are one thing.
+ */
+const TRIGGERS: readonly IntegrationTrigger[] = EVENT_TYPES.map((type) => ({
+  key: type,
+  ...eventTypeInfo(type),
+  samplePayload: webhookExample(type),
+}));
+
+function webhookExample(type: EventType): IntegrationTrigger['samplePayload'] {
+  const webhooks = (contractDocument as { webhooks?: Record<string, any> }).webhooks ?? {};
+  const example = webhooks[type]?.post?.requestBody?.content?.['application/json']?.example;
+  if (!example) throw new Error(`the contract's webhooks section has no example for ${type}`);
+  return example;
 }
-
-const sampleCheckin = {
-  id: 'chk_5t7w1x9z2c4v6b8n0m3k5j7h', userId: 'auth0|5f1c2a9e', siteId: 'site_8f3k2m9q4t7w1x5z6c0v2b8n',
-};
-const sampleIssue = {
-  id: 'iss_7n3b5v9c1x4z6m8k2q0w3e5r', title: 'Oil leak under transformer T1', description: null, status: 'open', priority: 'high',
-  siteId: 'site_8f3k2m9q4t7w1x5z6c0v2b8n', assetId: 'ast_4k9m2q7t1x5z8c3v6b0n2p4r', runId: 'run_2h6j8k0m3n5p7q9r1s4t6v8w',
-  assigneeUserId: null, dueAt: null, resolvedAt: null, closedAt: null, createdAt: SAMPLE_TIME, updatedAt: SAMPLE_TIME,
-};
-
-const TRIGGERS: readonly IntegrationTrigger[] = [
-  {
-    key: 'checkin.activated', name: 'Worker checked in', resource: 'checkin',
-    description: 'A check-in became active: the worker is on site.',
-    samplePayload: event('checkin.activated', { ...sampleCheckin, status: 'active', checkedInAt: SAMPLE_TIME, withinGeofence: true, suspicious: false }),
-  },
-  {
-    key: 'checkin.checked_out', name: 'Worker checked out', resource: 'checkin',
-    description: 'A check-in was checked out: the worker left the site.',
-    samplePayload: event('checkin.checked_out', { ...sampleCheckin, status: 'checked_out', checkedOutAt: SAMPLE_TIME }),
-  },
-  {
-    key: 'issue.closed', name: 'Issue closed', resource: 'issue',
-    description: 'An issue was closed.',
-    samplePayload: event('issue.closed', { ...sampleIssue, status: 'closed', closedAt: SAMPLE_TIME }),
-  },
-  {
-    key: 'issue.created', name: 'Issue raised', resource: 'issue',
-    description: 'An issue was raised.',
-    samplePayload: event('issue.created', sampleIssue),
-  },
-  {
-    key: 'issue.resolved', name: 'Issue resolved', resource: 'issue',
-    description: 'An issue was marked resolved.',
-    samplePayload: event('issue.resolved', { ...sampleIssue, status: 'resolved', resolvedAt: SAMPLE_TIME }),
-  },
-  {
-    key: 'run.completed', name: 'Inspection completed', resource: 'run',
-    description: 'An inspection run was completed, with its score and failed items.',
-    samplePayload: event('run.completed', {
-      id: 'run_2h6j8k0m3n5p7q9r1s4t6v8w', templateId: 'tpl_9a1s3d5f7g9h1j3k5l7z9x1c', siteId: 'site_8f3k2m9q4t7w1x5z6c0v2b8n',
-      userId: 'auth0|5f1c2a9e', status: 'completed', score: 0.9, failedItemIds: ['itm_oil_leak'], completedAt: SAMPLE_TIME,
-    }),
-  },
-];
 
 const PARTNERS: Readonly<Record<string, Partner>> = {
   'workflow-automation': { actions: ACTIONS, triggers: TRIGGERS },
@@ -104,6 +73,12 @@ function toAction(entry: ActionEntry): IntegrationAction {
 /** The partner's actions ordered by key, or undefined for an unknown partner. */
 export function partnerActions(partner: string, page: PageRequest): Page<IntegrationAction> | undefined {
   return isKnownPartner(partner) ? pageByKey(PARTNERS[partner].actions, page, toAction) : undefined;
+}
+
+/** The catalogue's sample event of a trigger, or undefined for an unknown partner or key. */
+export function triggerSample(partner: string, key: string): IntegrationTrigger['samplePayload'] | undefined {
+  if (!isKnownPartner(partner) || !isEventType(key)) return undefined;
+  return PARTNERS[partner].triggers.find((t) => t.key === key)?.samplePayload;
 }
 
 /** The partner's triggers ordered by key, or undefined for an unknown partner. */

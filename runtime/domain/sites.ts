@@ -1,6 +1,7 @@
 import { Knex } from 'knex';
 import { notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
+import { recordEvent, tombstone } from './events';
 import * as sites from '../storage/repositories/sitesRepository';
 import type { Site, SiteCreate, SiteUpdate } from '../storage/repositories/sitesRepository';
 
@@ -20,4 +21,5 @@ export async function updateSite(trx: Knex, orgId: string, id: string, changes: 
 
 export async function deleteSite(trx: Knex, orgId: string, id: string): Promise<void> {
   if (!(await sites.deleteSite(trx, orgId, id))) throw notFound('site', id);
+  await recordEvent(trx, orgId, { type: 'site.deleted', data: tombstone(id) });
 }

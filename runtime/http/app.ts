@@ -8,7 +8,9 @@ import { ApiError, unauthenticated } from '../errors';
 import { authenticate, Principal } from '../auth/apiKeys';
 import { setDeprecationHeaders, DeprecationInfo } from './deprecation';
 import { operations, OperationId } from '../../generated/operations';
-import { schedulePurge } from '../idempotency/purge';
+import { purgeExpiredIdempotencyKeys } from '../idempotency/purge';
+import { purgeExpiredEvents } from '../domain/events';
+import { everyInterval } from '../periodic';
 import { runOperation, PipelineDeps } from './operationPipeline';
 import { renderError } from './errorRendering';
 import { requestLog } from './requestLog';
@@ -48,6 +50,7 @@ export function createApp(config: Config, options: AppOptions): App {
   const deprecationIndex = options.deprecationIndex ?? operations;
   const deps: PipelineDeps = {
     db: options.db,
+    config,
     idempotency: { ttlSeconds: config.idempotencyTtlSeconds, leaseSeconds: config.idempotencyLeaseSeconds },
     maxBodyBytes: config.maxBodyBytes,
   };
@@ -108,7 +111,12 @@ export function createApp(config: Config, options: AppOptions): App {
   });
   app.use(renderError);
 
-  const stopPurge = schedulePurge(options.db, options.purgeIntervalMs ?? 10 * 60 * 1000, logger);
+  // expired idempotency rows and events are removed off the request path; several processes
+  // may all purge, the deletes are idempotent
+  const stopPurge = everyInterval(options.purgeIntervalMs ?? 10 * 60 * 1000, logger, {
+    'idempotency purge': () => purgeExpiredIdempotencyKeys(options.db),
+    'event purge': () => purgeExpiredEvents(options.db, config.eventsRetentionDays),
+  });
   return { app, close: stopPurge };
 }
 

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { operations } from '../../generated/types';
 import type { OperationId } from '../../generated/operations';
 import type { Principal } from '../auth/apiKeys';
+import type { Config } from '../config';
 import type { PageRequest } from '../cursor';
 import type { Reply } from '../reply';
 
@@ -43,6 +44,8 @@ export interface HandlerInput<Id extends OperationId> {
   db: Knex;
   requestId: string;
   log: Logger;
+  /** The server's configuration (settings some operations apply, e.g. webhook target rules). */
+  config: Config;
 }
 
 export type Handler<Id extends OperationId> = (input: HandlerInput<Id>) => Promise<OperationReply<Op<Id>>>;

@@ -5,6 +5,7 @@ import { validators } from '../../generated/validators';
 import { handlers } from '../../generated/handlers';
 import { ApiError, insufficientScope } from '../errors';
 import type { Principal } from '../auth/apiKeys';
+import type { Config } from '../config';
 import type { Reply } from '../reply';
 import type { IdempotencySettings } from '../idempotency/claim';
 import { fingerprint, IDEMPOTENCY_HEADER, readIdempotencyKey } from '../idempotency/request';
@@ -15,6 +16,7 @@ import { contextOf } from './requestContext';
 
 export interface PipelineDeps {
   db: Knex;
+  config: Config;
   idempotency: IdempotencySettings;
   maxBodyBytes: number;
 }
@@ -56,7 +58,7 @@ export async function runOperation(
     body = validateOrThrow(v.body, rawBody, '');
   }
 
-  const input = { operationId, path, query, body, principal, requestId: context.requestId, log: context.log } as const;
+  const input = { operationId, path, query, body, principal, requestId: context.requestId, log: context.log, config: deps.config } as const;
   const handler = handlers[operationId];
 
   if (!isWrite) return send(res, await handler({ ...input, db: deps.db }));

@@ -1,5 +1,4 @@
 import { Knex } from 'knex';
-import type { Logger } from 'pino';
 import { deleteExpiredBatch } from '../storage/repositories/idempotencyKeysRepository';
 
 /**
@@ -19,17 +18,4 @@ export async function purgeExpiredIdempotencyKeys(db: Knex, batch = 1000, maxBat
     await new Promise((resolve) => setImmediate(resolve));
   }
   return total;
-}
-
-/**
- * Purges expired keys every `everyMs` off the request path (0: never); returns the stop
- * function. Several processes may all purge: the delete is idempotent.
- */
-export function schedulePurge(db: Knex, everyMs: number, logger: Logger): () => void {
-  if (everyMs <= 0) return () => undefined;
-  const timer = setInterval(() => {
-    purgeExpiredIdempotencyKeys(db).catch((err) => logger.warn({ err }, 'idempotency purge failed'));
-  }, everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
 }

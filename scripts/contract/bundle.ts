@@ -6,7 +6,7 @@ export type OpenApiDocument = Record<string, any>;
 
 /**
  * Merges contract/openapi.yaml with every contract/paths/*.yaml (in name order). Each
- * resource file holds `paths` and `components`; every `$ref` is local to the merged
+ * resource file holds `paths` and `components` (and the event group also `webhooks`); every `$ref` is local to the merged
  * document (`#/components/...`), so merging is all the bundling there is. A path or a
  * component defined twice is an error, never a silent override.
  */
@@ -19,9 +19,10 @@ export function buildContract(contractDir: string): OpenApiDocument {
   for (const file of files) {
     const part = readYaml(path.join(pathsDir, file));
     for (const key of Object.keys(part)) {
-      if (key !== 'paths' && key !== 'components') throw new Error(`contract/paths/${file}: unexpected top-level key "${key}" (only paths and components)`);
+      if (key !== 'paths' && key !== 'components' && key !== 'webhooks') throw new Error(`contract/paths/${file}: unexpected top-level key "${key}" (only paths, webhooks and components)`);
     }
     mergeInto(doc.paths, part.paths ?? {}, `contract/paths/${file}: path`);
+    if (part.webhooks) mergeInto((doc.webhooks ??= {}), part.webhooks, `contract/paths/${file}: webhook`);
     for (const [section, entries] of Object.entries<Record<string, unknown>>(part.components ?? {})) {
       doc.components[section] ??= {};
       mergeInto(doc.components[section], entries, `contract/paths/${file}: components.${section}`);

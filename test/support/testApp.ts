@@ -37,6 +37,8 @@ export interface TestContext {
   auth: string;
   /** Creates another key and returns its Authorization header value. */
   newKey(options?: { scopes?: readonly string[]; organization?: string }): Promise<string>;
+  /** Runs `cleanup` after the suite, before the app and database close (e.g. to stop a worker that uses them). */
+  onClose(cleanup: () => Promise<void>): void;
   /** Another app (second connection pool) on the same database, as a second server process would be. */
   anotherApp(env?: NodeJS.ProcessEnv): { http: TestClient; close(): Promise<void> };
 }
@@ -63,6 +65,7 @@ export function describeEachDatabase(title: string, suite: (ctx: TestContext) =>
           return `Bearer ${secret}`;
         };
         ctx.auth = await ctx.newKey();
+        ctx.onClose = (cleanup) => void cleanups.push(cleanup);
         ctx.anotherApp = (moreEnv = {}) => {
           const other = ctx.db.openAnother();
           const app = createApp(loadConfig({ ...TEST_ENV, ...env, ...moreEnv }), { db: other.knex, purgeIntervalMs: 0 });

@@ -2,36 +2,50 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
+import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
 
 export type WebhookSubscription = components['schemas']['WebhookSubscription'];
 type WebhookSubscriptionStatus = components['schemas']['WebhookSubscriptionStatus'];
+type DisabledReason = NonNullable<WebhookSubscription['disabledReason']>;
+type EventType = components['schemas']['EventType'];
 
-interface WebhookSubscriptionRow {
+export interface WebhookSubscriptionRow {
   seq: number;
   id: string;
   org_id: string;
   partner: string;
-  trigger_key: string;
+  trigger_key: string | null;
+  /** The subscription's event types, sorted and comma-joined: with the target, what makes it unique. */
+  match_key: string;
   target_url: string;
   status: WebhookSubscriptionStatus;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: string | null;
+  disabled_reason: DisabledReason | null;
+  last_success_at: string | null;
   created_at: string;
   updated_at: string;
 }
 
 export type WebhookSubscriptionFilters = ListFilters<'listIntegrationSubscriptions'>;
 
-function toSubscription(row: WebhookSubscriptionRow): WebhookSubscription {
+export function toSubscription(row: WebhookSubscriptionRow): WebhookSubscription {
   return {
     id: row.id,
     partner: row.partner,
     triggerKey: row.trigger_key,
+    eventTypes: row.match_key.split(',') as EventType[],
     targetUrl: row.target_url,
     status: row.status,
+    disabledReason: row.disabled_reason,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
 }
+
+export const matchKeyOf = (types: readonly string[]): string => [...new Set(types)].sort().join(',');
 
 export async function listWebhookSubscriptions(
   db: Knex,
@@ -41,7 +55,51 @@ export async function listWebhookSubscriptions(
   page: PageRequest,
 ): Promise<Page<WebhookSubscription>> {
   const query = db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner });
-  if (filters.triggerKey !== undefined) query.where({ trigger_key: filters.triggerKey });
+  if (filters.triggerKey !== undefined) {
+    query.whereIn('id', db('webhook_subscription_types').select('subscription_id').where({ org_id: orgId, event_type: filters.triggerKey }));
+  }
   if (filters.status !== undefined) query.where({ status: filters.status });
   return fetchPage(query, ['seq'], page, toSubscription);
+}
+
+/**
+ * Inserts the subscription and its event types unless the organization already has one for the
+ * same partner, target and types; answers the row that exists afterwards and whether it is new.
+ */
+export async function insertSubscriptionIfAbsent(db: Knex, row: Omit<WebhookSubscriptionRow, 'seq'>): Promise<{ row: WebhookSubscriptionRow; created: boolean }> {
+  await lockForOrderedInsert(db, 'webhook_subscriptions', row.org_id);
+  const inserted = await db('webhook_subscriptions').insert(row).onConflict(['org_id', 'partner', 'target_url', 'match_key']).ignore().returning('id');
+  const created = inserted.length > 0;
+  if (created) {
+    await db('webhook_subscription_types').insert(row.match_key.split(',').map((type) => ({ subscription_id: row.id, org_id: row.org_id, event_type: type })));
+  }
+  const existing = await db<WebhookSubscriptionRow>('webhook_subscriptions')
+    .where({ org_id: row.org_id, partner: row.partner, target_url: row.target_url, match_key: row.match_key })
+    .first();
+  return { row: existing!, created };
+}
+
+export async function findSubscriptionRow(db: Knex, orgId: string, partner: string, id: string): Promise<WebhookSubscriptionRow | undefined> {
+  return db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner, id }).first();
+}
+
+export async function updateSubscriptionRow(db: Knex, orgId: string, id: string, columns: Partial<WebhookSubscriptionRow>): Promise<void> {
+  await db('webhook_subscriptions').where({ org_id: orgId, id }).update(columns);
+}
+
+/** Deletes the subscription, its event types and its deliveries. */
+export async function deleteSubscriptionRows(db: Knex, orgId: string, id: string): Promise<boolean> {
+  await db('webhook_subscription_types').where({ org_id: orgId, subscription_id: id }).delete();
+  await db('webhook_deliveries').where({ org_id: orgId, subscription_id: id }).delete();
+  return (await db('webhook_subscriptions').where({ org_id: orgId, id }).delete()) > 0;
+}
+
+/** Records a successful delivery (the `failing` rule looks at it). */
+export async function markSubscriptionSucceeded(db: Knex, id: string, at: string): Promise<void> {
+  await db('webhook_subscriptions').where({ id }).andWhere((q) => q.whereNull('last_success_at').orWhere('last_success_at', '<', at)).update({ last_success_at: at });
+}
+
+/** Disables an active or paused subscription; false when it was already disabled or is gone. */
+export async function disableSubscription(db: Knex, id: string, reason: DisabledReason, at: string): Promise<boolean> {
+  return (await db('webhook_subscriptions').where({ id }).whereNot({ status: 'disabled' }).update({ status: 'disabled', disabled_reason: reason, updated_at: at })) > 0;
 }

@@ -1,0 +1,60 @@
+import type { components } from '../../generated/types';
+
+/**
+ * Every event type the API records, with how the trigger catalogue describes it. The contract's
+ * `EventType` enum is the source: this record is typed by it, so a type added there and not
+ * here (or the reverse) does not compile, and the catalogue, the feed's `types` filter and the
+ * `webhooks` section of the contract cannot drift apart (test/events.test.ts checks the last).
+ */
+export type EventType = components['schemas']['EventType'];
+
+export interface EventTypeInfo {
+  /** Kind of resource in the event's `data` (for `sensor_readings.ingested`, a batch summary). */
+  resource: string;
+  name: string;
+  description: string;
+}
+
+const EVENT_TYPE_INFO: Readonly<Record<EventType, EventTypeInfo>> = {
+  'site.created': { resource: 'site', name: 'Site created', description: 'A site was created.' },
+  'site.updated': { resource: 'site', name: 'Site updated', description: 'A site was changed; `changedFields` names what changed.' },
+  'site.deleted': { resource: 'site', name: 'Site deleted', description: 'A site was deleted; `data` is a tombstone `{id, deleted: true}`.' },
+  'user.created': { resource: 'user', name: 'User profile created', description: 'A user profile was created.' },
+  'user.updated': { resource: 'user', name: 'User profile updated', description: 'A user profile was changed (also its last location); `changedFields` names what changed.' },
+  'checkin.created': { resource: 'checkin', name: 'Check-in created', description: 'A check-in was planned, or a walk-in was recorded.' },
+  'checkin.activated': { resource: 'checkin', name: 'Worker checked in', description: 'A check-in became active: the worker is on site.' },
+  'checkin.checked_out': { resource: 'checkin', name: 'Worker checked out', description: 'A check-in was checked out: the worker left the site.' },
+  'checkin.updated': { resource: 'checkin', name: 'Check-in updated', description: 'A check-in was changed without a status change (addresses, coordinates).' },
+  'log.created': { resource: 'log', name: 'Log entry added', description: 'A comment, note or status entry was appended to an entity.' },
+  'sensor_readings.ingested': {
+    resource: 'sensor_readings', name: 'Sensor readings received',
+    description: 'A batch of sensor readings was ingested: the counts and the newly stored readings (not the duplicates). One event per batch.',
+  },
+  'asset.created': { resource: 'asset', name: 'Asset registered', description: 'An asset was registered.' },
+  'asset.updated': { resource: 'asset', name: 'Asset updated', description: 'An asset was changed; `changedFields` names what changed.' },
+  'asset.deleted': { resource: 'asset', name: 'Asset deleted', description: 'An asset was deleted; `data` is a tombstone `{id, deleted: true}`.' },
+  'issue.created': { resource: 'issue', name: 'Issue raised', description: 'An issue was raised.' },
+  'issue.updated': { resource: 'issue', name: 'Issue updated', description: 'An issue was changed other than resolved or closed; `changedFields` names what changed.' },
+  'issue.resolved': { resource: 'issue', name: 'Issue resolved', description: 'An issue was marked resolved.' },
+  'issue.closed': { resource: 'issue', name: 'Issue closed', description: 'An issue was closed.' },
+  'template.created': { resource: 'template', name: 'Template created', description: 'An inspection template was created.' },
+  'template.updated': { resource: 'template', name: 'Template updated', description: 'An inspection template was changed (a new version); `changedFields` names what changed.' },
+  'template.deleted': { resource: 'template', name: 'Template deleted', description: 'An inspection template was deleted; `data` is a tombstone `{id, deleted: true}`.' },
+  'run.started': { resource: 'run', name: 'Inspection started', description: 'An inspection run was started.' },
+  'run.updated': { resource: 'run', name: 'Inspection answered', description: 'Answers of an inspection run were recorded; `changedFields` names what changed.' },
+  'run.completed': { resource: 'run', name: 'Inspection completed', description: 'An inspection run was completed, with its score and failed items.' },
+  'schedule.created': { resource: 'schedule', name: 'Schedule created', description: 'An inspection schedule was created.' },
+  'schedule.updated': { resource: 'schedule', name: 'Schedule updated', description: 'An inspection schedule was changed; `changedFields` names what changed.' },
+  'schedule.deleted': { resource: 'schedule', name: 'Schedule deleted', description: 'An inspection schedule was deleted; `data` is a tombstone `{id, deleted: true}`.' },
+};
+
+/** Every event type, sorted. */
+export const EVENT_TYPES: readonly EventType[] = (Object.keys(EVENT_TYPE_INFO) as EventType[]).sort();
+
+export function isEventType(value: string): value is EventType {
+  return Object.prototype.hasOwnProperty.call(EVENT_TYPE_INFO, value);
+}
+
+export function eventTypeInfo(type: EventType): EventTypeInfo {
+  return EVENT_TYPE_INFO[type];
+}

@@ -1,0 +1,156 @@
+import { isDeepStrictEqual } from 'node:util';
+import { Knex } from 'knex';
+import { newId } from '../ids';
+import { nowIso } from '../time';
+import { lockForOrderedInsert } from '../storage/orderedInsert';
+import type { components } from '../../generated/types';
+import { inWriteTransaction } from '../storage/writeTransaction';
+import { ApiError, validationError } from '../errors';
+import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, insertEvent, listEvents } from '../storage/repositories/eventsRepository';
+import { deleteDeliveriesBefore, insertDeliveriesForEvent } from '../storage/repositories/webhookDeliveriesRepository';
+import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
+
+export type { EventType } from './eventTypes';
+export { EVENT_TYPES } from './eventTypes';
+
+export interface EventInput {
+  type: EventType;
+  /** The resource exactly as GET answers it after the change, or a tombstone (see `tombstone`). */
+  data: object;
+  /** Update events: the names of the fields whose value changed (see `changedFields`). */
+  changedFields?: string[];
+}
+
+/**
+ * Records the event of a write, inside the write's own transaction `trx`: a rolled-back write
+ * leaves no event, a committed one always has it. Also queues one delivery per subscription of
+ * the organization that listens to this type (active or paused), in the same transaction.
+ *
+ * Call it last in the write, after the resource's own inserts: it takes the organization's
+ * event lock (Postgres), which serializes the organization's writers until COMMIT so that
+ * `sequence` is commit order and a feed walk never skips an event. A table's insert lock taken
+ * after it could deadlock with a writer that holds that table lock and waits for this one.
+ */
+export async function recordEvent(trx: Knex, orgId: string, input: EventInput): Promise<Event> {
+  await lockForOrderedInsert(trx, 'events', orgId);
+  // taken under the lock, so occurredAt never goes backwards within an organization (on one clock)
+  const occurredAt = nowIso();
+  const id = newId('evt');
+  const resourceId = typeof (input.data as { id?: unknown }).id === 'string' ? ((input.data as { id: string }).id) : null;
+  const seq = await insertEvent(trx, {
+    id,
+    org_id: orgId,
+    type: input.type,
+    resource_id: resourceId,
+    data: JSON.stringify(input.data),
+    changed_fields: input.changedFields === undefined ? null : JSON.stringify(input.changedFields),
+    occurred_at: occurredAt,
+  });
+  await insertDeliveriesForEvent(trx, orgId, { id, type: input.type, occurredAt });
+  return {
+    id,
+    type: input.type,
+    sequence: seq,
+    occurredAt,
+    data: input.data as Event['data'],
+    ...(input.changedFields === undefined ? {} : { changedFields: input.changedFields }),
+  };
+}
+
+/** The `data` of a deletion event. */
+export function tombstone(id: string): { id: string; deleted: true } {
+  return { id, deleted: true };
+}
+
+/**
+ * The names of the top-level fields whose value differs between two representations of a
+ * resource (deep comparison), sorted. `updatedAt` is left out by default: it changes on every
+ * update, so naming it tells a consumer nothing.
+ */
+export function changedFields(before: object, after: object, ignore: readonly string[] = ['updatedAt']): string[] {
+  const a = before as Record<string, unknown>;
+  const b = after as Record<string, unknown>;
+  const names = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...names].filter((name) => !ignore.includes(name) && !isDeepStrictEqual(a[name], b[name])).sort();
+}
+
+export type DeliveredEvent = components['schemas']['IntegrationEvent'];
+
+/** An event as a webhook receives it (the signed body): `timestamp` is when it occurred. */
+export function toDeliveredEvent(event: Event): DeliveredEvent {
+  return {
+    id: event.id,
+    type: event.type,
+    timestamp: event.occurredAt,
+    sequence: event.sequence,
+    data: event.data,
+    ...(event.changedFields === undefined ? {} : { changedFields: event.changedFields }),
+  };
+}
+
+/** The first instant still within the retention. */
+export function retentionCutoff(retentionDays: number, now = Date.now()): string {
+  return new Date(now - retentionDays * 86_400_000).toISOString();
+}
+
+/**
+ * Deletes events older than the retention, and the deliveries made before it, in short batches
+ * (each delete holds the SQLite write lock or Postgres row locks only briefly), yielding between
+ * them. Several processes may run it at once: deleting is idempotent.
+ */
+export async function purgeExpiredEvents(db: Knex, retentionDays: number, batch = 500, maxBatches = 1000): Promise<number> {
+  const cutoff = retentionCutoff(retentionDays);
+  let total = 0;
+  for (let round = 0; round < maxBatches; round++) {
+    const events = await inWriteTransaction(db, (trx) => deleteEventsBefore(trx, cutoff, batch));
+    const deliveries = await inWriteTransaction(db, (trx) => deleteDeliveriesBefore(trx, cutoff, batch));
+    total += events;
+    if (events < batch && deliveries < batch) break;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return total;
+}
+
+/**
+ * How much older than the retention a cursor may not be: events are purged by `occurred_at`,
+ * and occurredAt of consecutive events of an organization may differ by clock skew between
+ * server hosts. A cursor this close to the edge is refused too, never followed into a gap.
+ */
+const CURSOR_EXPIRY_MARGIN_MS = 60_000;
+
+export interface FeedRequest {
+  types?: string;
+  resourceId?: string;
+  after?: string;
+  limit: number;
+}
+
+/**
+ * One page of the change feed. `nextCursor` is always given — at the end of the feed it marks
+ * where to resume — and a cursor older than the retention answers 410 CURSOR_EXPIRED: events
+ * after it may have been purged, and a silent gap is worse than a resync.
+ */
+export async function readEventFeed(db: Knex, orgId: string, request: FeedRequest, retentionDays: number): Promise<{ data: Event[]; nextCursor: string }> {
+  const types = request.types?.split(',');
+  const unknown = types?.filter((t) => !isEventType(t)) ?? [];
+  if (unknown.length) {
+    throw validationError(`Unknown event type ${unknown.join(', ')}`, [{ path: '/query/types', message: `unknown event type ${unknown.join(', ')}; known: ${EVENT_TYPES.join(', ')}` }]);
+  }
+  const after = request.after === undefined ? undefined : decodeFeedCursorOrThrow(request.after);
+  if (after && Date.parse(after.occurredAt) < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
+    throw new ApiError('CURSOR_EXPIRED', `The cursor is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
+  }
+  const page = await listEvents(db, orgId, { types, resourceId: request.resourceId }, request.limit, after);
+  if (page.nextCursor) return { data: page.data, nextCursor: page.nextCursor };
+  const last = page.data[page.data.length - 1];
+  const resumeAt = last ? { seq: last.sequence, occurredAt: last.occurredAt } : (after ?? { seq: 0, occurredAt: nowIso() });
+  return { data: page.data, nextCursor: encodeFeedCursor(resumeAt) };
+}
+
+function decodeFeedCursorOrThrow(cursor: string) {
+  try {
+    return decodeFeedCursor(cursor);
+  } catch {
+    throw validationError('after is malformed: pass the nextCursor of the previous page unchanged', [{ path: '/query/after', message: 'is not a cursor issued by this API' }]);
+  }
+}

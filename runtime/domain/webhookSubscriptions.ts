@@ -1,0 +1,143 @@
+import { Knex } from 'knex';
+import type { components } from '../../generated/types';
+import { ApiError, notFound, validationError } from '../errors';
+import { newId } from '../ids';
+import { normalizeTimestamp, nowIso } from '../time';
+import { checkTarget } from '../webhooks/targets';
+import { newSigningSecret } from '../webhooks/signing';
+import { isKnownPartner } from './integrationCatalog';
+import { retentionCutoff } from './events';
+import { eventIdsInWindow } from '../storage/repositories/eventsRepository';
+import {
+  deleteSubscriptionRows,
+  findSubscriptionRow,
+  insertSubscriptionIfAbsent,
+  matchKeyOf,
+  toSubscription,
+  updateSubscriptionRow,
+  WebhookSubscription,
+  WebhookSubscriptionRow,
+} from '../storage/repositories/webhookSubscriptionsRepository';
+import { findDeliveryRow, insertReplayDeliveries, makeDeliveryDueNow, toDelivery, WebhookDelivery } from '../storage/repositories/webhookDeliveriesRepository';
+
+/**
+ * The writes of webhook subscriptions (REST hooks) and of their deliveries: target rules,
+ * "same target and types answers the existing one", secrets and their rotation, pause/resume,
+ * redelivery and replay. Every write goes through the request's transaction `db`.
+ */
+
+type SubscriptionCreate = components['schemas']['WebhookSubscriptionCreate'];
+type SubscriptionWithSecret = components['schemas']['WebhookSubscriptionWithSecret'];
+
+/** How long a rotated-out secret keeps signing, so receivers can switch without losing events. */
+export const PREVIOUS_SECRET_HOURS = 24;
+/** At most this many deliveries per replay request. */
+export const MAX_REPLAY = 10_000;
+
+export interface WebhookRules {
+  allowPrivateTargets: boolean;
+  retentionDays: number;
+}
+
+function knownPartner(partner: string): void {
+  if (!isKnownPartner(partner)) throw notFound(`No integration partner named ${partner}`);
+}
+
+async function subscriptionRow(db: Knex, orgId: string, partner: string, id: string): Promise<WebhookSubscriptionRow> {
+  knownPartner(partner);
+  const row = await findSubscriptionRow(db, orgId, partner, id);
+  if (!row) throw notFound('subscription', id);
+  return row;
+}
+
+export async function createSubscription(
+  db: Knex,
+  orgId: string,
+  partner: string,
+  input: SubscriptionCreate,
+  rules: WebhookRules,
+): Promise<{ created: true; subscription: SubscriptionWithSecret } | { created: false; subscription: WebhookSubscription }> {
+  knownPartner(partner);
+  await checkTarget(input.targetUrl, rules.allowPrivateTargets);
+  const types = input.triggerKey !== undefined ? [input.triggerKey] : (input.eventTypes ?? []);
+  const now = nowIso();
+  const secret = newSigningSecret();
+  const { row, created } = await insertSubscriptionIfAbsent(db, {
+    id: newId('whs'),
+    org_id: orgId,
+    partner,
+    trigger_key: input.triggerKey ?? null,
+    match_key: matchKeyOf(types),
+    target_url: input.targetUrl,
+    status: 'active',
+    secret,
+    previous_secret: null,
+    previous_secret_expires_at: null,
+    disabled_reason: null,
+    last_success_at: null,
+    created_at: now,
+    updated_at: now,
+  });
+  return created ? { created, subscription: { ...toSubscription(row), secret } } : { created, subscription: toSubscription(row) };
+}
+
+export async function getSubscription(db: Knex, orgId: string, partner: string, id: string): Promise<WebhookSubscription> {
+  return toSubscription(await subscriptionRow(db, orgId, partner, id));
+}
+
+/** Pauses or resumes; `active` also re-enables a disabled subscription (its undelivered events then go out). */
+export async function setSubscriptionStatus(db: Knex, orgId: string, partner: string, id: string, status: 'active' | 'paused'): Promise<WebhookSubscription> {
+  const row = await subscriptionRow(db, orgId, partner, id);
+  if (row.status === status) return toSubscription(row);
+  const changes = { status, disabled_reason: null, updated_at: nowIso() };
+  await updateSubscriptionRow(db, orgId, id, changes);
+  return toSubscription({ ...row, ...changes });
+}
+
+export async function deleteSubscription(db: Knex, orgId: string, partner: string, id: string): Promise<void> {
+  knownPartner(partner);
+  if (!(await deleteSubscriptionRows(db, orgId, id))) throw notFound('subscription', id);
+}
+
+/** A new secret; the previous one keeps signing for PREVIOUS_SECRET_HOURS. */
+export async function rotateSubscriptionSecret(db: Knex, orgId: string, partner: string, id: string): Promise<SubscriptionWithSecret> {
+  const row = await subscriptionRow(db, orgId, partner, id);
+  const now = Date.now();
+  const changes = {
+    secret: newSigningSecret(),
+    previous_secret: row.secret,
+    previous_secret_expires_at: new Date(now + PREVIOUS_SECRET_HOURS * 3_600_000).toISOString(),
+    updated_at: new Date(now).toISOString(),
+  };
+  await updateSubscriptionRow(db, orgId, id, changes);
+  return { ...toSubscription({ ...row, ...changes }), secret: changes.secret };
+}
+
+export async function retryDelivery(db: Knex, orgId: string, partner: string, subscriptionId: string, deliveryId: string): Promise<WebhookDelivery> {
+  await subscriptionRow(db, orgId, partner, subscriptionId);
+  const row = await findDeliveryRow(db, orgId, subscriptionId, deliveryId);
+  if (!row) throw notFound('delivery', deliveryId);
+  const now = nowIso();
+  await makeDeliveryDueNow(db, row.id, now);
+  return toDelivery({ ...row, status: 'pending', attempts: 0, next_attempt_at: now, lease_until: null, lease_token: null, updated_at: now });
+}
+
+/** Queues a new delivery of every event of the subscription's types in [from, to). */
+export async function replayEvents(
+  db: Knex,
+  orgId: string,
+  partner: string,
+  subscriptionId: string,
+  window: { from: string; to: string },
+  rules: WebhookRules,
+): Promise<{ replayed: number }> {
+  const row = await subscriptionRow(db, orgId, partner, subscriptionId);
+  const from = normalizeTimestamp(window.from);
+  const to = normalizeTimestamp(window.to);
+  if (to <= from) throw new ApiError('VALIDATION_ERROR', '/to must be after /from', [{ path: '/to', message: 'must be after from' }]);
+  const start = from < retentionCutoff(rules.retentionDays) ? retentionCutoff(rules.retentionDays) : from;
+  const events = await eventIdsInWindow(db, orgId, row.match_key.split(','), start, to, MAX_REPLAY + 1);
+  if (events.length > MAX_REPLAY) throw validationError(`The window holds more than ${MAX_REPLAY} events: replay it in narrower windows`, [{ path: '/to', message: `window holds more than ${MAX_REPLAY} events` }]);
+  await insertReplayDeliveries(db, orgId, subscriptionId, events, nowIso());
+  return { replayed: events.length };
+}

@@ -1,0 +1,112 @@
+import { Knex } from 'knex';
+import type { components } from '../../../generated/types';
+import { decodeCursor, encodeCursor, type Page } from '../../cursor';
+import { rowsOf } from '../rawRows';
+
+export type Event = components['schemas']['Event'];
+type EventType = components['schemas']['EventType'];
+
+export interface EventRow {
+  seq: number;
+  id: string;
+  org_id: string;
+  type: string;
+  resource_id: string | null;
+  data: string;
+  changed_fields: string | null;
+  occurred_at: string;
+}
+
+export function toEvent(row: EventRow): Event {
+  return {
+    id: row.id,
+    type: row.type as EventType,
+    sequence: Number(row.seq),
+    occurredAt: row.occurred_at,
+    data: JSON.parse(row.data),
+    ...(row.changed_fields === null ? {} : { changedFields: JSON.parse(row.changed_fields) as string[] }),
+  };
+}
+
+/** Inserts the event and answers its `seq`. */
+export async function insertEvent(db: Knex, row: Omit<EventRow, 'seq'>): Promise<number> {
+  const [inserted] = await db('events').insert(row).returning('seq');
+  return Number(typeof inserted === 'object' ? inserted.seq : inserted);
+}
+
+export async function findEvent(db: Knex, orgId: string, id: string): Promise<Event | undefined> {
+  const row = await db<EventRow>('events').where({ org_id: orgId, id }).first();
+  return row && toEvent(row);
+}
+
+export interface EventFilters {
+  types?: readonly string[];
+  resourceId?: string;
+}
+
+/** Where a feed cursor points: after the event with this seq, which occurred at this time. */
+export interface FeedPosition {
+  seq: number;
+  occurredAt: string;
+}
+
+export function encodeFeedCursor(position: FeedPosition): string {
+  return encodeCursor([position.seq, position.occurredAt]);
+}
+
+export function decodeFeedCursor(cursor: string): FeedPosition {
+  const [seq, occurredAt] = decodeCursor(cursor, ['integer', 'text']);
+  return { seq: seq as number, occurredAt: occurredAt as string };
+}
+
+/** One page of the feed in `seq` order, strictly after `after`. */
+export async function listEvents(db: Knex, orgId: string, filters: EventFilters, limit: number, after: FeedPosition | undefined): Promise<Page<Event>> {
+  const query = db<EventRow>('events').where({ org_id: orgId });
+  if (filters.types?.length) query.whereIn('type', filters.types);
+  if (filters.resourceId !== undefined) query.where({ resource_id: filters.resourceId });
+  if (after) query.where('seq', '>', after.seq);
+  const rows: EventRow[] = await query.orderBy('seq', 'asc').limit(limit + 1);
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  return {
+    data: page.map(toEvent),
+    nextCursor: rows.length > limit && last ? encodeFeedCursor({ seq: Number(last.seq), occurredAt: last.occurred_at }) : null,
+  };
+}
+
+/** The organization's most recent events of one type, newest first. */
+export async function recentEventsOfType(db: Knex, orgId: string, type: string, count: number): Promise<Event[]> {
+  const rows: EventRow[] = await db<EventRow>('events').where({ org_id: orgId, type }).orderBy('seq', 'desc').limit(count);
+  return rows.map(toEvent);
+}
+
+/** Ids of the events in [from, to) of the given types, oldest first, at most `limit`. */
+export async function eventIdsInWindow(
+  db: Knex,
+  orgId: string,
+  types: readonly string[],
+  from: string,
+  to: string,
+  limit: number,
+): Promise<{ id: string; type: string }[]> {
+  return db('events')
+    .where({ org_id: orgId })
+    .whereIn('type', types)
+    .where('occurred_at', '>=', from)
+    .where('occurred_at', '<', to)
+    .orderBy('seq', 'asc')
+    .limit(limit)
+    .select('id', 'type');
+}
+
+/** Deletes up to `batch` events that occurred before `cutoff`; answers how many. */
+export async function deleteEventsBefore(db: Knex, cutoff: string, batch: number): Promise<number> {
+  const oldest = db('events').select('seq').where('occurred_at', '<', cutoff).orderBy('occurred_at').limit(batch);
+  return db('events').whereIn('seq', oldest).delete();
+}
+
+/** The event bodies of some ids (for delivery). */
+export async function eventRowsByIds(db: Knex, ids: readonly string[]): Promise<EventRow[]> {
+  if (!ids.length) return [];
+  return rowsOf<EventRow>(await db.raw(`select * from events where id in (${ids.map(() => '?').join(',')})`, [...ids]));
+}

@@ -1,0 +1,180 @@
+import { Knex } from 'knex';
+import type { components } from '../../../generated/types';
+import { newIdBatch } from '../../ids';
+import { dialectOf } from '../databaseErrors';
+import type { Page, PageRequest } from '../../cursor';
+import { fetchPage } from '../pagination';
+import type { ListFilters } from '../listFilters';
+import type { EventRow } from './eventsRepository';
+import type { WebhookSubscriptionRow } from './webhookSubscriptionsRepository';
+
+export type WebhookDelivery = components['schemas']['WebhookDelivery'];
+export type WebhookDeliveryStatus = components['schemas']['WebhookDeliveryStatus'];
+
+export interface WebhookDeliveryRow {
+  seq: number;
+  id: string;
+  org_id: string;
+  subscription_id: string;
+  event_id: string;
+  event_type: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  next_attempt_at: string | null;
+  lease_until: string | null;
+  lease_token: string | null;
+  last_response_status: number | null;
+  last_response_excerpt: string | null;
+  last_attempt_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export type WebhookDeliveryFilters = ListFilters<'listIntegrationSubscriptionDeliveries'>;
+
+/** Statuses a worker may still send. */
+export const DUE_STATUSES: readonly WebhookDeliveryStatus[] = ['pending', 'failed'];
+
+export function toDelivery(row: WebhookDeliveryRow): WebhookDelivery {
+  return {
+    id: row.id,
+    subscriptionId: row.subscription_id,
+    eventId: row.event_id,
+    eventType: row.event_type as WebhookDelivery['eventType'],
+    status: row.status,
+    attempts: Number(row.attempts),
+    lastResponseStatus: row.last_response_status === null ? null : Number(row.last_response_status),
+    lastResponseExcerpt: row.last_response_excerpt,
+    lastAttemptAt: row.last_attempt_at,
+    nextAttemptAt: row.next_attempt_at,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/**
+ * Queues one delivery of a new event per subscription of the organization listening to its
+ * type (active or paused: a paused one keeps its backlog for the resume). One indexed lookup
+ * when nobody listens.
+ */
+export async function insertDeliveriesForEvent(db: Knex, orgId: string, event: { id: string; type: string; occurredAt: string }): Promise<number> {
+  const subscriptions: { id: string }[] = await db('webhook_subscription_types as st')
+    .join('webhook_subscriptions as s', 's.id', 'st.subscription_id')
+    .where({ 'st.org_id': orgId, 'st.event_type': event.type })
+    .whereIn('s.status', ['active', 'paused'])
+    .select('s.id');
+  if (!subscriptions.length) return 0;
+  const ids = newIdBatch('whd', subscriptions.length);
+  await db('webhook_deliveries').insert(
+    subscriptions.map((s, i) => newDeliveryRow(ids[i], orgId, s.id, event.id, event.type, event.occurredAt)),
+  );
+  return subscriptions.length;
+}
+
+function newDeliveryRow(id: string, orgId: string, subscriptionId: string, eventId: string, eventType: string, now: string): Omit<WebhookDeliveryRow, 'seq'> {
+  return {
+    id, org_id: orgId, subscription_id: subscriptionId, event_id: eventId, event_type: eventType, status: 'pending', attempts: 0,
+    next_attempt_at: now, lease_until: null, lease_token: null, last_response_status: null, last_response_excerpt: null,
+    last_attempt_at: null, created_at: now, updated_at: now,
+  };
+}
+
+/** New deliveries of existing events to one subscription (a replay), in chunks SQLite accepts. */
+export async function insertReplayDeliveries(db: Knex, orgId: string, subscriptionId: string, events: readonly { id: string; type: string }[], now: string): Promise<void> {
+  for (let i = 0; i < events.length; i += 400) {
+    const chunk = events.slice(i, i + 400);
+    const ids = newIdBatch('whd', chunk.length);
+    await db('webhook_deliveries').insert(chunk.map((e, j) => newDeliveryRow(ids[j], orgId, subscriptionId, e.id, e.type, now)));
+  }
+}
+
+export async function listDeliveries(db: Knex, orgId: string, subscriptionId: string, filters: WebhookDeliveryFilters, page: PageRequest): Promise<Page<WebhookDelivery>> {
+  const query = db<WebhookDeliveryRow>('webhook_deliveries').where({ org_id: orgId, subscription_id: subscriptionId });
+  if (filters.status !== undefined) query.where({ status: filters.status });
+  return fetchPage(query, ['seq'], page, toDelivery);
+}
+
+export async function findDeliveryRow(db: Knex, orgId: string, subscriptionId: string, id: string): Promise<WebhookDeliveryRow | undefined> {
+  return db<WebhookDeliveryRow>('webhook_deliveries').where({ org_id: orgId, subscription_id: subscriptionId, id }).first();
+}
+
+/** Makes a delivery due now again, whatever its state, and drops any lease on it. */
+export async function makeDeliveryDueNow(db: Knex, id: string, now: string): Promise<void> {
+  await db('webhook_deliveries').where({ id }).update({ status: 'pending', attempts: 0, next_attempt_at: now, lease_until: null, lease_token: null, updated_at: now });
+}
+
+/** A claimed delivery with what sending it needs: the event and the subscription's target and secrets. */
+export interface ClaimedDelivery {
+  delivery: WebhookDeliveryRow;
+  event: EventRow;
+  subscription: Pick<WebhookSubscriptionRow, 'id' | 'target_url' | 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at'>;
+}
+
+/** Whether any delivery is due at `now` (a cheap read, so an idle worker never takes the SQLite write lock). */
+export async function anyDeliveryDue(db: Knex, now: string): Promise<boolean> {
+  const row = await dueQuery(db, now).first('d.seq');
+  return row !== undefined;
+}
+
+function dueQuery(db: Knex, now: string): Knex.QueryBuilder {
+  return db('webhook_deliveries as d')
+    .join('webhook_subscriptions as s', 's.id', 'd.subscription_id')
+    .whereIn('d.status', DUE_STATUSES)
+    .where('d.next_attempt_at', '<=', now)
+    .where((q) => q.whereNull('d.lease_until').orWhere('d.lease_until', '<=', now))
+    .where('s.status', 'active');
+}
+
+/**
+ * Claims up to `limit` due deliveries for `leaseUntil` under `token`. Run it inside a write
+ * transaction: on Postgres the candidate rows are locked FOR UPDATE SKIP LOCKED, so concurrent
+ * workers claim disjoint sets without waiting for each other; SQLite has one writer at a time.
+ */
+export async function claimDueDeliveries(trx: Knex.Transaction, now: string, limit: number, leaseUntil: string, token: string): Promise<ClaimedDelivery[]> {
+  const candidates = dueQuery(trx, now).orderBy('d.next_attempt_at').limit(limit).select('d.seq');
+  if (dialectOf(trx) === 'postgres') candidates.forUpdate('d').skipLocked();
+  const seqs: number[] = (await candidates).map((r: { seq: number }) => r.seq);
+  if (!seqs.length) return [];
+  await trx('webhook_deliveries').whereIn('seq', seqs).update({ lease_until: leaseUntil, lease_token: token });
+  const rows = await trx('webhook_deliveries as d')
+    .join('events as e', 'e.id', 'd.event_id')
+    .join('webhook_subscriptions as s', 's.id', 'd.subscription_id')
+    .whereIn('d.seq', seqs)
+    .select(
+      'd.*',
+      'e.seq as e_seq', 'e.org_id as e_org_id', 'e.type as e_type', 'e.resource_id as e_resource_id', 'e.data as e_data',
+      'e.changed_fields as e_changed_fields', 'e.occurred_at as e_occurred_at',
+      's.target_url as s_target_url', 's.secret as s_secret', 's.previous_secret as s_previous_secret',
+      's.previous_secret_expires_at as s_previous_secret_expires_at', 's.last_success_at as s_last_success_at',
+    );
+  return rows.map((r: any) => ({
+    delivery: {
+      seq: r.seq, id: r.id, org_id: r.org_id, subscription_id: r.subscription_id, event_id: r.event_id, event_type: r.event_type, status: r.status,
+      attempts: Number(r.attempts), next_attempt_at: r.next_attempt_at, lease_until: r.lease_until, lease_token: r.lease_token,
+      last_response_status: r.last_response_status, last_response_excerpt: r.last_response_excerpt, last_attempt_at: r.last_attempt_at,
+      created_at: r.created_at, updated_at: r.updated_at,
+    },
+    event: { seq: r.e_seq, id: r.event_id, org_id: r.e_org_id, type: r.e_type, resource_id: r.e_resource_id, data: r.e_data, changed_fields: r.e_changed_fields, occurred_at: r.e_occurred_at },
+    subscription: {
+      id: r.subscription_id, target_url: r.s_target_url, secret: r.s_secret, previous_secret: r.s_previous_secret,
+      previous_secret_expires_at: r.s_previous_secret_expires_at, last_success_at: r.s_last_success_at,
+    },
+  }));
+}
+
+/** Deliveries created before the events' retention: their events are purged (or about to be), so they can never be sent. */
+export async function deleteDeliveriesBefore(db: Knex, createdBefore: string, batch: number): Promise<number> {
+  const orphans = db('webhook_deliveries').select('seq').where('created_at', '<', createdBefore).limit(batch);
+  return db('webhook_deliveries').whereIn('seq', orphans).delete();
+}
+
+/**
+ * Stores the outcome of an attempt, fenced on the lease token: when the lease ran out and
+ * another worker claimed the delivery meanwhile, this worker's outcome is dropped (false).
+ */
+export async function finishAttempt(db: Knex, id: string, token: string, columns: Partial<WebhookDeliveryRow>): Promise<boolean> {
+  const updated = await db('webhook_deliveries')
+    .where({ id, lease_token: token })
+    .update({ ...columns, lease_until: null, lease_token: null });
+  return updated > 0;
+}

@@ -1,0 +1,168 @@
+import { randomBytes } from 'node:crypto';
+import { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { Config } from '../config';
+import { toDeliveredEvent } from '../domain/events';
+import { inWriteTransaction } from '../storage/writeTransaction';
+import { toEvent } from '../storage/repositories/eventsRepository';
+import { anyDeliveryDue, claimDueDeliveries, ClaimedDelivery, finishAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
+import { disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
+import { AttemptOutcome, postWebhook } from './send';
+import { signatureHeaders } from './signing';
+
+/**
+ * The delivery engine: claims due deliveries from the database with a lease, sends each signed
+ * (Standard Webhooks), and stores the outcome. Every piece of queue state is in the database,
+ * so any number of processes share the work (FOR UPDATE SKIP LOCKED on Postgres, the single
+ * writer on SQLite), and a process that dies mid-attempt leaves its claims to the others once
+ * the lease runs out: delivery is at least once, and receivers deduplicate on `webhook-id`.
+ */
+
+export type WorkerSettings = Pick<Config, 'webhookTimeoutSeconds' | 'webhookRetrySchedule' | 'webhookAllowPrivateTargets' | 'webhookLeaseSeconds'>;
+
+export interface DeliveryWorkerOptions {
+  db: Knex;
+  settings: WorkerSettings;
+  logger?: Logger;
+  /** How often an idle worker looks for due deliveries. */
+  pollIntervalMs?: number;
+  /** Attempts in flight at once in this process. */
+  concurrency?: number;
+}
+
+export interface DeliveryWorker {
+  /** Claims nothing more, lets the attempts in flight finish and store their outcome, then resolves. */
+  stop(): Promise<void>;
+}
+
+/** A 1 s p99 from commit to delivery leaves room for one idle poll and the attempt itself. */
+const DEFAULT_POLL_MS = 200;
+const DEFAULT_CONCURRENCY = 16;
+/** Spread of retries around their scheduled delay, so that a receiver coming back is not hit by every retry at once. */
+const JITTER = 0.2;
+/** A Retry-After longer than this is capped: a receiver cannot park deliveries past the event retention. */
+const MAX_RETRY_AFTER_SECONDS = 24 * 3600;
+
+export function startDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker {
+  const { db, settings, logger } = options;
+  const pollMs = options.pollIntervalMs ?? DEFAULT_POLL_MS;
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+  const inFlight = new Set<Promise<void>>();
+  let stopping = false;
+  let wake: (() => void) | undefined;
+  const nap = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+
+  const loop = async () => {
+    while (!stopping) {
+      let claimed: ClaimedDelivery[] = [];
+      const room = concurrency - inFlight.size;
+      if (room > 0) {
+        try {
+          claimed = await claim(db, settings, room);
+        } catch (err) {
+          logger?.warn({ err }, 'claiming webhook deliveries failed');
+        }
+      }
+      for (const item of claimed) {
+        const attempt: Promise<void> = deliver(db, settings, item, logger)
+          .catch((err) => logger?.error({ err, deliveryId: item.delivery.id }, 'storing a webhook attempt failed'))
+          .finally(() => {
+            inFlight.delete(attempt);
+            wake?.();
+          });
+        inFlight.add(attempt);
+      }
+      if (!claimed.length || inFlight.size >= concurrency) await nap(pollMs);
+    }
+    await Promise.all(inFlight);
+  };
+  const running = loop();
+  return {
+    async stop() {
+      stopping = true;
+      wake?.();
+      await running;
+    },
+  };
+}
+
+async function claim(db: Knex, settings: WorkerSettings, limit: number): Promise<ClaimedDelivery[]> {
+  const now = new Date();
+  const nowIso = now.toISOString();
+  // an idle worker only reads: on SQLite, polling must not take the write lock every time
+  if (!(await anyDeliveryDue(db, nowIso))) return [];
+  const token = randomBytes(12).toString('hex');
+  const leaseUntil = new Date(now.getTime() + settings.webhookLeaseSeconds * 1000).toISOString();
+  return inWriteTransaction(db, (trx) => claimDueDeliveries(trx, nowIso, limit, leaseUntil, token));
+}
+
+/** Sends one claimed delivery and stores its outcome (fenced on the lease). */
+async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery, logger?: Logger): Promise<void> {
+  const { delivery, subscription } = item;
+  const body = JSON.stringify(toDeliveredEvent(toEvent(item.event)));
+  const now = new Date();
+  const secrets = [subscription.secret];
+  if (subscription.previous_secret && subscription.previous_secret_expires_at && subscription.previous_secret_expires_at > now.toISOString()) {
+    secrets.push(subscription.previous_secret);
+  }
+  const outcome = await postWebhook(subscription.target_url, signatureHeaders(item.event.id, body, secrets, now), body, {
+    timeoutMs: settings.webhookTimeoutSeconds * 1000,
+    allowPrivate: settings.webhookAllowPrivateTargets,
+  });
+  const finishedAt = new Date().toISOString();
+  const attempts = delivery.attempts + 1;
+  const common: Partial<WebhookDeliveryRow> = {
+    attempts,
+    last_response_status: outcome.status,
+    last_response_excerpt: outcome.excerpt,
+    last_attempt_at: finishedAt,
+    updated_at: finishedAt,
+  };
+  const token = delivery.lease_token!;
+  const ok = outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
+  await inWriteTransaction(db, async (trx) => {
+    if (ok) {
+      if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'succeeded', next_attempt_at: null })) {
+        await markSubscriptionSucceeded(trx, subscription.id, finishedAt);
+      }
+      return;
+    }
+    if (outcome.status === 410) {
+      if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'abandoned', next_attempt_at: null })) {
+        await disableSubscription(trx, subscription.id, 'gone', finishedAt);
+        logger?.info({ subscriptionId: subscription.id }, 'webhook target answered 410: subscription disabled');
+      }
+      return;
+    }
+    const delay = nextDelaySeconds(settings.webhookRetrySchedule, attempts, outcome);
+    if (delay !== undefined) {
+      await finishAttempt(trx, delivery.id, token, { ...common, status: 'failed', next_attempt_at: new Date(Date.now() + delay * 1000).toISOString() });
+      return;
+    }
+    if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'abandoned', next_attempt_at: null })) {
+      // the whole schedule of this delivery passed without any delivery of the subscription succeeding
+      const succeededSince = subscription.last_success_at !== null && subscription.last_success_at >= delivery.created_at;
+      if (!succeededSince && (await disableSubscription(trx, subscription.id, 'failing', finishedAt))) {
+        logger?.info({ subscriptionId: subscription.id }, 'webhook target failed a whole retry schedule: subscription disabled');
+      }
+    }
+  });
+}
+
+/**
+ * Seconds until the next attempt after `attempts` failed ones, or undefined when the schedule
+ * is over. The scheduled delay gets ±20 % jitter; a Retry-After is a lower bound (capped).
+ */
+export function nextDelaySeconds(schedule: readonly number[], attempts: number, outcome: AttemptOutcome, random = Math.random): number | undefined {
+  if (attempts >= schedule.length) return undefined;
+  const scheduled = schedule[attempts] * (1 - JITTER + 2 * JITTER * random());
+  const retryAfter = outcome.retryAfterSeconds === undefined ? 0 : Math.min(outcome.retryAfterSeconds, MAX_RETRY_AFTER_SECONDS);
+  return Math.max(scheduled, retryAfter);
+}

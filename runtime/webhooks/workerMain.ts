@@ -1,0 +1,41 @@
+import pino from 'pino';
+import { loadConfig, ConfigError } from '../config';
+import { openDatabase } from '../storage/database';
+import { migrateLatest } from '../storage/migrate';
+import { startDeliveryWorker } from './deliveryWorker';
+
+/**
+ * `npm run worker`: the webhook delivery engine alone, without the HTTP API (run the API with
+ * WEBHOOK_WORKER=off then, or not: any number of engines share the work). Same configuration as
+ * the server. SIGTERM/SIGINT finish the attempts in flight, then exit 0.
+ */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`Configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = pino({ level: config.logLevel });
+  const database = openDatabase(config.databaseUrl);
+  await migrateLatest(database.knex);
+  const worker = startDeliveryWorker({ db: database.knex, settings: config, logger });
+  logger.info({ database: database.dialect }, 'webhook delivery worker started');
+  let stopping = false;
+  const shutdown = () => {
+    if (stopping) return;
+    stopping = true;
+    worker.stop().then(() => database.close()).then(() => process.exit(0), () => process.exit(1));
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

@@ -1,0 +1,217 @@
+import openapi from '../generated/openapi.json';
+import openapiSdk from '../generated/openapi-sdk.json';
+import { describeEachDatabase, anError, anId, aTimestamp } from './support/testApp';
+import { EVENT_TYPES } from '../runtime/domain/eventTypes';
+import { changedFields, purgeExpiredEvents, recordEvent } from '../runtime/domain/events';
+import { createCheckin } from '../runtime/domain/checkins';
+import { encodeFeedCursor } from '../runtime/storage/repositories/eventsRepository';
+import { newId } from '../runtime/ids';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('event types: one source', () => {
+  it('the contract enum, the webhooks section (3.1 and the SDK document) and the code list are the same', () => {
+    const doc = openapi as any;
+    expect([...doc.components.schemas.EventType.enum].sort()).toEqual([...EVENT_TYPES]);
+    expect(Object.keys(doc.webhooks).sort()).toEqual([...EVENT_TYPES]);
+    expect(Object.keys((openapiSdk as any)['x-webhooks']).sort()).toEqual([...EVENT_TYPES]);
+    for (const type of EVENT_TYPES) {
+      const body = doc.webhooks[type].post.requestBody.content['application/json'];
+      expect(body.example.type).toBe(type);
+    }
+  });
+
+  it('changedFields names the fields whose value differs, deeply, without updatedAt', () => {
+    expect(changedFields(
+      { id: 'a', status: 'active', coordinates: { latitude: 1, longitude: 2 }, note: null, updatedAt: 'x' },
+      { id: 'a', status: 'active', coordinates: { latitude: 1, longitude: 3 }, note: 'n', updatedAt: 'y' },
+    )).toEqual(['coordinates', 'note']);
+  });
+});
+
+describeEachDatabase('the change feed', (t) => {
+  const feed = async (auth: string, query = '') => (await t.http.get(`/v1/events${query}`).set('Authorization', auth).expect(200)).body;
+  async function orgIdOf(name: string): Promise<string> {
+    return (await t.db.knex('organizations').where({ name }).first()).id;
+  }
+
+  it('records each check-in write as one event, data exactly as GET answers it, oldest first', async () => {
+    const auth = await t.newKey({ organization: 'feed-checkins' });
+    const created = (await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|f', siteId: 'site_f' }).expect(201)).body;
+    const activated = (await t.http.patch(`/v1/checkins/${created.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200)).body;
+    const updated = (await t.http.patch(`/v1/checkins/${created.id}`).set('Authorization', auth).send({ checkInAddress: 'Gate 4' }).expect(200)).body;
+    const out = (await t.http.patch(`/v1/checkins/${created.id}`).set('Authorization', auth).send({ status: 'checked_out' }).expect(200)).body;
+    // a refused write records nothing
+    await t.http.patch(`/v1/checkins/${created.id}`).set('Authorization', auth).send({ status: 'active' }).expect(409);
+
+    const page = await feed(auth);
+    expect(page.data).toEqual([
+      { id: anId('evt'), type: 'checkin.created', sequence: expect.any(Number), occurredAt: aTimestamp(), data: created },
+      { id: anId('evt'), type: 'checkin.activated', sequence: expect.any(Number), occurredAt: aTimestamp(), data: activated, changedFields: ['checkedInAt', 'status'] },
+      { id: anId('evt'), type: 'checkin.updated', sequence: expect.any(Number), occurredAt: aTimestamp(), data: updated, changedFields: ['checkInAddress'] },
+      { id: anId('evt'), type: 'checkin.checked_out', sequence: expect.any(Number), occurredAt: aTimestamp(), data: out, changedFields: ['checkedOutAt', 'status'] },
+    ]);
+    const sequences = page.data.map((e: { sequence: number }) => e.sequence);
+    expect([...sequences].sort((a, b) => a - b)).toEqual(sequences);
+    expect(new Set(sequences).size).toBe(4);
+    expect(page.data[3].data).toEqual((await t.http.get(`/v1/checkins/${created.id}`).set('Authorization', auth).expect(200)).body);
+
+    expect((await t.http.get(`/v1/events/${page.data[1].id}`).set('Authorization', auth).expect(200)).body).toEqual(page.data[1]);
+    const stranger = await t.newKey({ organization: 'feed-stranger' });
+    expect((await t.http.get(`/v1/events/${page.data[1].id}`).set('Authorization', stranger).expect(404)).body).toEqual(anError('NOT_FOUND'));
+    expect((await feed(stranger)).data).toEqual([]);
+  });
+
+  it('records a deletion as a tombstone, and an idempotent replay records nothing new', async () => {
+    const auth = await t.newKey({ organization: 'feed-delete' });
+    const site = (await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Gone soon' }).expect(201)).body;
+    await t.http.delete(`/v1/sites/${site.id}`).set('Authorization', auth).set('Idempotency-Key', 'del-1').expect(204);
+    await t.http.delete(`/v1/sites/${site.id}`).set('Authorization', auth).set('Idempotency-Key', 'del-1').expect(204);
+    const page = await feed(auth, '?types=site.deleted');
+    expect(page.data).toEqual([{ id: anId('evt'), type: 'site.deleted', sequence: expect.any(Number), occurredAt: aTimestamp(), data: { id: site.id, deleted: true } }]);
+  });
+
+  it('filters by types and resourceId, walks page by page exactly once, and resumes from the last cursor', async () => {
+    const auth = await t.newKey({ organization: 'feed-walk' });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: `auth0|${i}`, siteId: 's' }).expect(201)).body.id);
+    await t.http.patch(`/v1/checkins/${ids[2]}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+
+    expect((await feed(auth, '?types=checkin.activated')).data.map((e: any) => e.data.id)).toEqual([ids[2]]);
+    expect((await feed(auth, `?resourceId=${ids[2]}`)).data.map((e: any) => e.type)).toEqual(['checkin.created', 'checkin.activated']);
+    expect((await feed(auth, '?types=checkin.created,checkin.activated&limit=100')).data).toHaveLength(6);
+
+    const seen: string[] = [];
+    let after: string | undefined;
+    for (let i = 0; i < 20; i++) {
+      const page = await feed(auth, `?limit=2${after ? `&after=${after}` : ''}`);
+      expect(page.nextCursor).toEqual(expect.any(String));
+      after = page.nextCursor;
+      if (!page.data.length) break;
+      seen.push(...page.data.map((e: any) => e.id));
+    }
+    expect(seen).toEqual((await feed(auth, '?limit=100')).data.map((e: any) => e.id));
+    expect(new Set(seen).size).toBe(6);
+    // the cursor at the end of the feed picks up what happens next
+    await t.http.patch(`/v1/checkins/${ids[0]}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    expect((await feed(auth, `?after=${after}`)).data.map((e: any) => [e.type, e.data.id])).toEqual([['checkin.activated', ids[0]]]);
+
+    const unknown = await t.http.get('/v1/events?types=checkin.exploded').set('Authorization', auth).expect(400);
+    expect(unknown.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/types', message: expect.stringContaining('unknown event type checkin.exploded') }] }));
+    const malformed = await t.http.get('/v1/events?after=garbage').set('Authorization', auth).expect(400);
+    expect(malformed.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/after', message: 'is not a cursor issued by this API' }] }));
+  });
+
+  it('answers 410 CURSOR_EXPIRED for a cursor older than the retention, and purges old events in batches', async () => {
+    const auth = await t.newKey({ organization: 'feed-retention' });
+    const orgId = await orgIdOf('feed-retention');
+    const old = new Date(Date.now() - 40 * 86_400_000).toISOString();
+    for (let i = 0; i < 3; i++) {
+      await t.db.knex('events').insert({ id: newId('evt'), org_id: orgId, type: 'site.created', resource_id: `site_${i}`, data: JSON.stringify({ id: `site_${i}` }), changed_fields: null, occurred_at: old });
+    }
+    await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|r', siteId: 's' }).expect(201);
+    const first = await feed(auth, '?limit=1');
+    expect(first.data[0].occurredAt).toBe(old);
+    const expired = await t.http.get(`/v1/events?after=${first.nextCursor}`).set('Authorization', auth).expect(410);
+    expect(expired.body).toEqual(anError('CURSOR_EXPIRED'));
+
+    expect(await purgeExpiredEvents(t.db.knex, 30, 2)).toBeGreaterThanOrEqual(3);
+    expect((await feed(auth)).data.map((e: any) => e.type)).toEqual(['checkin.created']);
+    const fresh = encodeFeedCursor({ seq: 0, occurredAt: new Date().toISOString() });
+    await t.http.get(`/v1/events?after=${fresh}`).set('Authorization', auth).expect(200);
+  });
+
+  it('needs the events:read scope', async () => {
+    const noScope = await t.newKey({ scopes: ['checkins:read'] });
+    const res = await t.http.get('/v1/events').set('Authorization', noScope).expect(403);
+    expect(res.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="events:read"');
+  });
+
+  describe('the event is part of the write', () => {
+    it('a write that fails after recording its event leaves neither the change nor the event', async () => {
+      await t.newKey({ organization: 'feed-rollback' });
+      const orgId = await orgIdOf('feed-rollback');
+      await expect(t.db.knex.transaction(async (trx) => {
+        await createCheckin(trx, orgId, { userId: 'auth0|rb', siteId: 's', status: 'pre_checkin' });
+        expect(Number((await trx('events').where({ org_id: orgId }).count({ n: '*' }).first())?.n)).toBe(1);
+        throw new Error('a later statement failed');
+      })).rejects.toThrow('a later statement failed');
+      expect(await t.db.knex('events').where({ org_id: orgId }).select('id')).toEqual([]);
+      expect(await t.db.knex('checkins').where({ org_id: orgId }).select('id')).toEqual([]);
+    });
+
+    it('through HTTP: when storing the idempotent answer (after the event) fails, the request answers 500 and records nothing', async () => {
+      const auth = await t.newKey({ organization: 'feed-trigger' });
+      const orgId = await orgIdOf('feed-trigger');
+      if (t.kind === 'sqlite') {
+        await t.db.knex.raw(`create trigger fail_store before update on idempotency_keys when new.state = 'completed' begin select raise(abort, 'refused by test trigger'); end`);
+      } else {
+        await t.db.knex.raw(`create function fail_store() returns trigger language plpgsql as $$ begin if new.state = 'completed' then raise exception 'refused by test trigger'; end if; return new; end $$`);
+        await t.db.knex.raw('create trigger fail_store before update on idempotency_keys for each row execute function fail_store()');
+      }
+      try {
+        const res = await t.http.post('/v1/checkins').set('Authorization', auth).set('Idempotency-Key', 'will-fail').send({ userId: 'auth0|t', siteId: 's' }).expect(500);
+        expect(res.body).toEqual(anError('INTERNAL'));
+      } finally {
+        await t.db.knex.raw(t.kind === 'sqlite' ? 'drop trigger fail_store' : 'drop trigger fail_store on idempotency_keys');
+      }
+      expect(await t.db.knex('events').where({ org_id: orgId }).select('id')).toEqual([]);
+      expect(await t.db.knex('checkins').where({ org_id: orgId }).select('id')).toEqual([]);
+    });
+  });
+
+  // Postgres only: there `seq` is assigned at INSERT and visible at COMMIT (see test/listOrdering.test.ts).
+  const itOnPostgres = t.kind === 'postgres' ? it : it.skip;
+
+  itOnPostgres('a walk never skips an event whose transaction commits after a later one started', async () => {
+    const auth = await t.newKey({ organization: 'feed-race' });
+    const orgId = await orgIdOf('feed-race');
+    await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|p1', siteId: 's' }).expect(201);
+    const first = await feed(auth);
+    const trx = await t.db.knex.transaction();
+    let b: Promise<{ status: number }> | undefined;
+    try {
+      await recordEvent(trx, orgId, { type: 'site.created', data: { id: 'site_a' } });
+      let bDone = false;
+      b = t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|b', siteId: 's' }).then((res) => { bDone = true; return res; });
+      await sleep(300);
+      const blocked = !bDone;
+      const during = await feed(auth, `?after=${first.nextCursor}`);
+      await trx.commit();
+      expect((await b).status).toBe(201);
+      const afterCommit = await feed(auth, `?after=${during.nextCursor}`);
+      expect({ blocked, during: during.data.length, after: afterCommit.data.map((e: any) => e.type) }).toEqual({ blocked: true, during: 0, after: ['site.created', 'checkin.created'] });
+    } finally {
+      if (!trx.isCompleted()) await trx.rollback();
+      await b?.catch(() => undefined);
+    }
+  });
+
+  itOnPostgres('concurrent writers on two apps: a reader walking meanwhile sees every event exactly once', async () => {
+    const auth = await t.newKey({ organization: 'feed-concurrent' });
+    const other = t.anotherApp();
+    const writers = Array.from({ length: 6 }, (_, w) => (async () => {
+      const http = w % 2 ? other.http : t.http;
+      for (let i = 0; i < 10; i++) await http.post('/v1/checkins').set('Authorization', auth).send({ userId: `auth0|w${w}-${i}`, siteId: 's' }).expect(201);
+    })());
+    const seen: string[] = [];
+    let after: string | undefined;
+    let writing = true;
+    const done = Promise.all(writers).finally(() => { writing = false; });
+    while (writing) {
+      const page = await feed(auth, `?limit=3${after ? `&after=${after}` : ''}`);
+      seen.push(...page.data.map((e: any) => e.id));
+      after = page.nextCursor;
+    }
+    await done;
+    for (;;) {
+      const page = await feed(auth, `?limit=100${after ? `&after=${after}` : ''}`);
+      if (!page.data.length) break;
+      seen.push(...page.data.map((e: any) => e.id));
+      after = page.nextCursor;
+    }
+    const all = (await feed(auth, '?limit=500')).data.map((e: any) => e.id);
+    expect(all).toHaveLength(60);
+    expect(seen).toEqual(all);
+  });
+});

@@ -1,0 +1,70 @@
+import { Webhook } from 'standardwebhooks';
+import { describeEachDatabase } from './support/testApp';
+import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
+import { startWorkerProcess, WorkerProcess } from './support/workerProcess';
+
+// The delivery engine as real processes (`npm run worker`) on one database: the queue lives in
+// the database only, so a killed worker's claim is taken over after its lease, and two workers
+// never send the same attempt twice.
+const ENV = {
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  WEBHOOK_RETRY_SCHEDULE: '0,1,1',
+  WEBHOOK_TIMEOUT_SECONDS: '5',
+  WEBHOOK_LEASE_SECONDS: '6',
+};
+const HOOKS = '/v1/integrations/webhooks/subscriptions';
+
+describeEachDatabase('webhook workers as processes', (t) => {
+  let receiver: WebhookReceiver;
+  const workers: WorkerProcess[] = [];
+  beforeAll(async () => {
+    receiver = await startWebhookReceiver();
+  });
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    await receiver?.close();
+  });
+
+  it('kill -9 of a worker in the middle of an attempt: another worker delivers it after the lease', async () => {
+    const auth = await t.newKey({ organization: 'killed' });
+    const sub = (await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/killed`, triggerKey: 'checkin.created' }).expect(201)).body;
+    // the first attempt never gets an answer: the worker is killed while it waits
+    receiver.answer((req, i) => (req.path === '/killed' && i === 0 ? { status: 200, hang: true } : { status: 200, body: 'ok' }));
+    const first = await startWorkerProcess(t.db.url, ENV);
+    workers.push(first);
+    await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|k', siteId: 's' }).expect(201);
+    const [attempt] = await receiver.waitFor(1, { path: '/killed' });
+    await first.kill();
+    const killedAt = Date.now();
+
+    workers.push(await startWorkerProcess(t.db.url, ENV));
+    const [, retry] = await receiver.waitFor(2, { path: '/killed', timeoutMs: 20_000 });
+    expect(retry.headers['webhook-id']).toBe(attempt.headers['webhook-id']);
+    new Webhook(sub.secret).verify(retry.body, retry.headers);
+    // not before the lease of the killed worker ran out (6 s from its claim, which preceded the kill)
+    expect(retry.at - attempt.at).toBeGreaterThanOrEqual(5_500);
+    expect(retry.at).toBeGreaterThan(killedAt);
+    const deadline = Date.now() + 5000;
+    let delivery: any;
+    do {
+      delivery = (await t.http.get(`${HOOKS}/${sub.id}/deliveries`).set('Authorization', auth).expect(200)).body.data[0];
+    } while (delivery.status !== 'succeeded' && Date.now() < deadline && (await new Promise((r) => setTimeout(r, 100)), true));
+    expect(delivery).toMatchObject({ status: 'succeeded', attempts: 1, lastResponseStatus: 200 });
+  }, 60_000);
+
+  const itOnPostgres = t.kind === 'postgres' ? it : it.skip;
+  itOnPostgres('two worker processes on one Postgres deliver each event exactly once', async () => {
+    receiver.answer(() => ({ status: 200, body: 'ok' }));
+    workers.push(...(await Promise.all([startWorkerProcess(t.db.url, ENV), startWorkerProcess(t.db.url, ENV)])));
+    const auth = await t.newKey({ organization: 'two-workers' });
+    await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/shared`, triggerKey: 'checkin.created' }).expect(201);
+    const count = 60;
+    await Promise.all(Array.from({ length: count }, (_, i) =>
+      t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: `auth0|s${i}`, siteId: 's' }).expect(201)));
+    await receiver.waitFor(count, { path: '/shared', timeoutMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 1500)); // a duplicate would arrive by now
+    const ids = receiver.received.filter((r) => r.path === '/shared').map((r) => r.headers['webhook-id']);
+    expect(ids).toHaveLength(count);
+    expect(new Set(ids).size).toBe(count);
+  }, 60_000);
+}, ENV);

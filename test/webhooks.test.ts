@@ -1,0 +1,263 @@
+import { Webhook } from 'standardwebhooks';
+import { describeEachDatabase, anError, anId, aTimestamp, TestContext } from './support/testApp';
+import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
+import { startDeliveryWorker, DeliveryWorker } from '../runtime/webhooks/deliveryWorker';
+import { loadConfig } from '../runtime/config';
+
+// Delivery through the real engine to a real local receiver, which verifies every request with
+// the `standardwebhooks` package as a real receiver would. Short schedule, timeout and lease.
+const ENV = {
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  WEBHOOK_RETRY_SCHEDULE: '0,1,1',
+  WEBHOOK_TIMEOUT_SECONDS: '1',
+  WEBHOOK_LEASE_SECONDS: '3',
+};
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const HOOKS = '/v1/integrations/webhooks/subscriptions';
+
+describeEachDatabase('webhook delivery', (t) => {
+  let receiver: WebhookReceiver;
+  let worker: DeliveryWorker;
+  beforeAll(async () => {
+    receiver = await startWebhookReceiver();
+    worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+    // the worker uses the suite's database: stop it before the database closes
+    t.onClose(async () => {
+      await worker.stop();
+      await receiver.close();
+    });
+  });
+
+  /** A fresh organization (its own events) with a subscription to `types` at receiver path `path`. */
+  async function setup(path: string, types: string[] | string) {
+    const auth = await t.newKey({ organization: `org-${path.slice(1)}` });
+    const body = typeof types === 'string' ? { triggerKey: types } : { eventTypes: types };
+    const res = await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: receiver.url + path, ...body }).expect(201);
+    return { auth, subscription: res.body as { id: string; secret: string } };
+  }
+  const checkin = async (auth: string, userId = 'auth0|worker') =>
+    (await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId, siteId: 'site_somewhere' }).expect(201)).body;
+  const deliveries = async (auth: string, subscriptionId: string) =>
+    (await t.http.get(`${HOOKS}/${subscriptionId}/deliveries`).set('Authorization', auth).expect(200)).body.data;
+  /** Waits until the subscription's deliveries satisfy `done`. */
+  async function deliveriesWhen(auth: string, subscriptionId: string, done: (list: any[]) => boolean, timeoutMs = 10_000) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const list = await deliveries(auth, subscriptionId);
+      if (done(list)) return list;
+      if (Date.now() > deadline) throw new Error(`deliveries never reached the expected state: ${JSON.stringify(list)}`);
+      await sleep(100);
+    }
+  }
+
+  it('subscribes once per target and types, and delivers a signed event the receiver verifies with standardwebhooks', async () => {
+    const { auth, subscription } = await setup('/signed', 'checkin.created');
+    expect(subscription).toEqual({
+      id: anId('whs'), partner: 'webhooks', triggerKey: 'checkin.created', eventTypes: ['checkin.created'], targetUrl: `${receiver.url}/signed`,
+      status: 'active', disabledReason: null, createdAt: aTimestamp(), updatedAt: aTimestamp(), secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/=]+$/),
+    });
+    const again = await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/signed`, eventTypes: ['checkin.created'] }).expect(200);
+    const { secret: _secret, ...withoutSecret } = subscription;
+    expect(again.body).toEqual(withoutSecret);
+
+    const created = await checkin(auth);
+    const [request] = await receiver.waitFor(1, { path: '/signed' });
+    const payload = new Webhook(subscription.secret).verify(request.body, request.headers) as any;
+    const event = (await t.http.get(`/v1/events?resourceId=${created.id}`).set('Authorization', auth).expect(200)).body.data[0];
+    expect(payload).toEqual({ id: event.id, type: 'checkin.created', timestamp: event.occurredAt, sequence: event.sequence, data: created });
+    expect(request.headers['webhook-id']).toBe(event.id);
+    expect(request.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/=]+$/);
+    expect(() => new Webhook(`whsec_${Buffer.from('another secret').toString('base64')}`).verify(request.body, request.headers)).toThrow();
+
+    const list = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    expect(list).toEqual([{
+      id: anId('whd'), subscriptionId: subscription.id, eventId: event.id, eventType: 'checkin.created', status: 'succeeded', attempts: 1,
+      lastResponseStatus: 200, lastResponseExcerpt: 'ok', lastAttemptAt: aTimestamp(), nextAttemptAt: null, createdAt: aTimestamp(), updatedAt: aTimestamp(),
+    }]);
+  });
+
+  it('retries after a 500 with the same webhook-id, and follows no redirect', async () => {
+    const { auth, subscription } = await setup('/flaky', 'checkin.created');
+    receiver.answer((req, i) => (req.path === '/flaky' ? (i === 0 ? { status: 500, body: 'boom' } : i === 1 ? { status: 302, headers: { location: '/elsewhere' } } : { status: 204 }) : { status: 200, body: 'ok' }));
+    await checkin(auth);
+    const requests = await receiver.waitFor(3, { path: '/flaky' });
+    expect(new Set(requests.map((r) => r.headers['webhook-id'])).size).toBe(1);
+    for (const r of requests) new Webhook(subscription.secret).verify(r.body, r.headers);
+    const [delivery] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    expect(delivery).toMatchObject({ attempts: 3, lastResponseStatus: 204 });
+    expect(receiver.received.filter((r) => r.path === '/elsewhere')).toEqual([]);
+  });
+
+  it('waits at least the Retry-After of a 503', async () => {
+    const { auth, subscription } = await setup('/busy', 'checkin.created');
+    receiver.answer((req, i) => (req.path === '/busy' && i === 0 ? { status: 503, headers: { 'retry-after': '2' } } : { status: 200, body: 'ok' }));
+    await checkin(auth);
+    const [first, second] = await receiver.waitFor(2, { path: '/busy' });
+    // the schedule alone would retry after about 1 s
+    expect(second.at - first.at).toBeGreaterThanOrEqual(1900);
+    await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+  });
+
+  it('gives up an attempt after WEBHOOK_TIMEOUT_SECONDS and retries it', async () => {
+    const { auth, subscription } = await setup('/slow', 'checkin.created');
+    receiver.answer((req, i) => (req.path === '/slow' && i === 0 ? { status: 200, delayMs: 2500 } : { status: 200, body: 'ok' }));
+    await checkin(auth);
+    const failed = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.attempts >= 1);
+    expect(failed[0]).toMatchObject({ lastResponseStatus: null, lastResponseExcerpt: expect.stringContaining('timed out') });
+    await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+  });
+
+  it('disables the subscription on 410, keeps its undelivered events listed, and sends them when set active again', async () => {
+    const { auth, subscription } = await setup('/gone', 'checkin.created');
+    let gone = true;
+    receiver.answer((req) => (req.path === '/gone' && gone ? { status: 410 } : { status: 200, body: 'ok' }));
+    await checkin(auth);
+    await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'abandoned');
+    const disabled = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
+    expect(disabled).toMatchObject({ status: 'disabled', disabledReason: 'gone' });
+
+    gone = false;
+    const before = receiver.received.filter((r) => r.path === '/gone').length;
+    const list = await deliveries(auth, subscription.id);
+    await t.http.post(`${HOOKS}/${subscription.id}/deliveries/${list[0].id}/retry`).set('Authorization', auth).expect(202);
+    await sleep(500);
+    expect(receiver.received.filter((r) => r.path === '/gone').length).toBe(before); // disabled: nothing goes out
+    const active = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    expect(active.body).toMatchObject({ status: 'active', disabledReason: null });
+    await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+  });
+
+  it('disables a subscription whose whole retry schedule failed (failing), the delivery abandoned', async () => {
+    const { auth, subscription } = await setup('/down', 'checkin.created');
+    receiver.answer((req) => (req.path === '/down' ? { status: 500, body: 'down' } : { status: 200, body: 'ok' }));
+    await checkin(auth);
+    const [delivery] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'abandoned');
+    expect(delivery).toMatchObject({ attempts: 3, lastResponseStatus: 500, lastResponseExcerpt: 'down', nextAttemptAt: null });
+    const res = await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200);
+    expect(res.body).toMatchObject({ status: 'disabled', disabledReason: 'failing' });
+  });
+
+  it('holds the deliveries of a paused subscription and sends the backlog on resume', async () => {
+    const { auth, subscription } = await setup('/paused', 'checkin.created');
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
+    const a = await checkin(auth, 'auth0|a');
+    const b = await checkin(auth, 'auth0|b');
+    await sleep(600);
+    expect(receiver.received.filter((r) => r.path === '/paused')).toEqual([]);
+    expect((await deliveries(auth, subscription.id)).map((d: any) => d.status)).toEqual(['pending', 'pending']);
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    const got = await receiver.waitFor(2, { path: '/paused' });
+    expect(got.map((r) => JSON.parse(r.body).data.id).sort()).toEqual([a.id, b.id].sort());
+  });
+
+  it('redelivers one delivery on request and replays a time window, with the same webhook-ids', async () => {
+    const { auth, subscription } = await setup('/replay', ['checkin.created', 'checkin.activated']);
+    const from = new Date().toISOString();
+    const created = await checkin(auth);
+    await t.http.patch(`/v1/checkins/${created.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    const firstTwo = await receiver.waitFor(2, { path: '/replay' });
+    const ids = firstTwo.map((r) => r.headers['webhook-id']);
+    const list = await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status === 'succeeded'));
+
+    const retried = await t.http.post(`${HOOKS}/${subscription.id}/deliveries/${list[0].id}/retry`).set('Authorization', auth).expect(202);
+    expect(retried.body).toMatchObject({ id: list[0].id, status: 'pending', attempts: 0, nextAttemptAt: aTimestamp() });
+    const third = (await receiver.waitFor(3, { path: '/replay' }))[2];
+    expect(third.headers['webhook-id']).toBe(list[0].eventId);
+
+    const replay = await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth).send({ from, to: new Date(Date.now() + 1000).toISOString() }).expect(202);
+    expect(replay.body).toEqual({ replayed: 2 });
+    const all = await receiver.waitFor(5, { path: '/replay' });
+    expect(all.slice(3).map((r) => r.headers['webhook-id']).sort()).toEqual([...ids].sort());
+    const empty = await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth).send({ from: '2020-01-01T00:00:00Z', to: '2020-01-02T00:00:00Z' }).expect(202);
+    expect(empty.body).toEqual({ replayed: 0 });
+    const backwards = await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth).send({ from: '2020-01-02T00:00:00Z', to: '2020-01-01T00:00:00Z' }).expect(400);
+    expect(backwards.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/to', message: 'must be after from' }] }));
+  });
+
+  it('signs with both secrets for a while after a rotation', async () => {
+    const { auth, subscription } = await setup('/rotate', 'checkin.created');
+    const rotated = await t.http.post(`${HOOKS}/${subscription.id}/rotate-secret`).set('Authorization', auth).expect(200);
+    expect(rotated.body).toMatchObject({ id: subscription.id, secret: expect.stringMatching(/^whsec_/) });
+    expect(rotated.body.secret).not.toBe(subscription.secret);
+    await checkin(auth);
+    const [request] = await receiver.waitFor(1, { path: '/rotate' });
+    expect(request.headers['webhook-signature'].split(' ')).toHaveLength(2);
+    expect(new Webhook(rotated.body.secret).verify(request.body, request.headers)).toMatchObject({ type: 'checkin.created' });
+    expect(new Webhook(subscription.secret).verify(request.body, request.headers)).toMatchObject({ type: 'checkin.created' });
+  });
+
+  it('deletes a subscription (204, then 404; the same Idempotency-Key replays the 204)', async () => {
+    const { auth, subscription } = await setup('/delete', 'checkin.created');
+    await checkin(auth);
+    await t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).set('Idempotency-Key', 'del-sub').expect(204);
+    const replayed = await t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).set('Idempotency-Key', 'del-sub').expect(204);
+    expect(replayed.headers['idempotent-replayed']).toBe('true');
+    expect((await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(404)).body).toEqual(anError('NOT_FOUND'));
+    expect((await t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(404)).body).toEqual(anError('NOT_FOUND'));
+    await t.http.get(`${HOOKS}/${subscription.id}/deliveries`).set('Authorization', auth).expect(404);
+  });
+
+  it('answers trigger samples: the newest events of the type in the delivered shape, else the catalogue sample', async () => {
+    const { auth } = await setup('/samples', 'checkin.created');
+    const none = await t.http.get('/v1/integrations/workflow-automation/triggers/checkin.created/samples').set('Authorization', auth).expect(200);
+    const catalogue = (await t.http.get('/v1/integrations/workflow-automation/triggers?limit=100').set('Authorization', auth).expect(200)).body.data;
+    expect(none.body).toEqual({ data: [catalogue.find((tr: any) => tr.key === 'checkin.created').samplePayload] });
+    for (const user of ['a', 'b', 'c', 'd']) await checkin(auth, `auth0|${user}`);
+    const delivered = await receiver.waitFor(4, { path: '/samples' });
+    const samples = await t.http.get('/v1/integrations/workflow-automation/triggers/checkin.created/samples').set('Authorization', auth).expect(200);
+    const bySequence = delivered.map((r) => JSON.parse(r.body)).sort((x, y) => y.sequence - x.sequence);
+    expect(samples.body).toEqual({ data: bySequence.slice(0, 3) });
+    await t.http.get('/v1/integrations/workflow-automation/triggers/checkin.nothing/samples').set('Authorization', auth).expect(404);
+  });
+
+  it('needs integrations:write to subscribe and validates the request', async () => {
+    const readOnly = await t.newKey({ scopes: ['integrations:read'] });
+    const refused = await t.http.post(HOOKS).set('Authorization', readOnly).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created' }).expect(403);
+    expect(refused.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="integrations:write"');
+    await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.exploded' }).expect(400);
+    await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x` }).expect(400);
+    await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created', eventTypes: ['checkin.created'] }).expect(400);
+    await t.http.post('/v1/integrations/nobody/subscriptions').set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created' }).expect(404);
+  });
+}, ENV);
+
+describeEachDatabase('webhook targets (WEBHOOK_ALLOW_PRIVATE_TARGETS off)', (t: TestContext) => {
+  const refuse = async (targetUrl: string) => {
+    const res = await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl, triggerKey: 'checkin.created' }).expect(400);
+    expect(res.body).toEqual(anError('TARGET_NOT_ALLOWED', { details: [{ path: '/targetUrl', message: expect.any(String) }] }));
+  };
+
+  it('refuses http, loopback, private, link-local and other non-public targets at subscribe time', async () => {
+    await refuse('http://93.184.215.14/hook');
+    for (const host of ['127.0.0.1', 'localhost', '10.1.2.3', '192.168.1.10', '172.16.0.1', '169.254.169.254', '[::1]', '[fd00::1]', '[::ffff:127.0.0.1]', '100.64.0.1', '0.0.0.0']) {
+      await refuse(`https://${host}/hook`);
+    }
+    // a public address is accepted
+    await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: 'https://93.184.215.14/hook', triggerKey: 'checkin.created' }).expect(201);
+  });
+
+  it('checks again at connection time: a target that became private is never called', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      // subscribed while private targets were allowed; the engine now runs with the rule on
+      const permissive = t.anotherApp({ WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+      const auth = await t.newKey({ organization: 'rebinding' });
+      const sub = await permissive.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url.replace('http://127.0.0.1', 'https://localhost')}/rebind`, triggerKey: 'checkin.created' }).expect(201);
+      const worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'false' }), pollIntervalMs: 50 });
+      try {
+        await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|x', siteId: 'site_x' }).expect(201);
+        let list: any[] = [];
+        for (let i = 0; i < 100 && !(list[0]?.attempts >= 1); i++) {
+          await sleep(100);
+          list = (await t.http.get(`${HOOKS}/${sub.body.id}/deliveries`).set('Authorization', auth).expect(200)).body.data;
+        }
+        expect(list[0]).toMatchObject({ attempts: expect.any(Number), lastResponseStatus: null, lastResponseExcerpt: expect.stringMatching(/^TARGET_NOT_ALLOWED: localhost resolves to (127\.0\.0\.1|::1)/) });
+        expect(receiver.received).toEqual([]);
+      } finally {
+        await worker.stop();
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+});

@@ -3,7 +3,7 @@ import type { components } from '../../generated/types';
 import { notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
 import { parseLocalDateTime, parseRecurrence } from './recurrence';
-import { referencedTemplate } from './templates';
+import { checkReferences } from './references';
 import * as schedules from '../storage/repositories/schedulesRepository';
 import type { Schedule } from '../storage/repositories/schedulesRepository';
 
@@ -20,7 +20,10 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
   assertTimeZone(body.timezone, '/timezone');
   parseLocalDateTime(body.startsAt, '/startsAt');
   const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
-  await referencedTemplate(trx, orgId, body.templateId);
+  await checkReferences(trx, orgId, [
+    { pointer: '/templateId', kind: 'template', id: body.templateId },
+    { pointer: '/siteId', kind: 'site', id: body.siteId },
+  ]);
   return schedules.insertSchedule(trx, orgId, {
     templateId: body.templateId,
     siteId: body.siteId,
@@ -36,9 +39,13 @@ export async function updateSchedule(trx: Knex, orgId: string, id: string, chang
   if (changes.timezone !== undefined) assertTimeZone(changes.timezone, '/timezone');
   if (changes.startsAt !== undefined) parseLocalDateTime(changes.startsAt, '/startsAt');
   const recurrence = typeof changes.recurrence === 'string' ? parseRecurrence(changes.recurrence, '/recurrence').normalized : changes.recurrence;
-  if (changes.templateId !== undefined) await referencedTemplate(trx, orgId, changes.templateId);
   const before = await schedules.findSchedule(trx, orgId, id);
-  if (!before || !(await schedules.updateSchedule(trx, orgId, id, { ...changes, recurrence }))) throw notFound('schedule', id);
+  if (!before) throw notFound('schedule', id);
+  await checkReferences(trx, orgId, [
+    { pointer: '/templateId', kind: 'template', id: changes.templateId, unchanged: before.templateId },
+    { pointer: '/siteId', kind: 'site', id: changes.siteId, unchanged: before.siteId },
+  ]);
+  if (!(await schedules.updateSchedule(trx, orgId, id, { ...changes, recurrence }))) throw notFound('schedule', id);
   return (await schedules.findSchedule(trx, orgId, id))!;
 }
 

@@ -2,20 +2,19 @@ import { Knex } from 'knex';
 import { ErrorDetail, validationError } from '../errors';
 import { findAsset } from '../storage/repositories/assetsRepository';
 import { findRun } from '../storage/repositories/runsRepository';
-import { findSchedule } from '../storage/repositories/schedulesRepository';
 import { findSite } from '../storage/repositories/sitesRepository';
 import { findTemplate } from '../storage/repositories/templatesRepository';
 
 /**
  * The resources of this API that a request body may name, each with the read that finds a live
- * one of the organization (another organization's id and a deleted resource find nothing).
+ * one of the organization (another organization's id and a deleted resource find nothing). A
+ * schedule is named only through a run's `occurrenceId`, which runs.ts checks itself.
  */
 const kinds = {
   site: { noun: 'a site', find: findSite },
   asset: { noun: 'an asset', find: findAsset },
   run: { noun: 'a run', find: findRun },
   template: { noun: 'a template', find: findTemplate },
-  schedule: { noun: 'a schedule', find: findSchedule },
 } satisfies Record<string, { noun: string; find: (db: Knex, orgId: string, id: string) => Promise<unknown> }>;
 
 export type ReferenceKind = keyof typeof kinds;

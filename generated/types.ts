@@ -15,7 +15,7 @@ export interface paths {
         put?: never;
         /**
          * Create an asset
-         * @description `siteId` is a reference and is not checked against the sites (the same rule as a check-in's `siteId`), so assets can be registered before their site.
+         * @description `siteId`, when sent, must name a site of the organization (else 400 naming `/siteId`); register the site first, or create the asset without one and set `siteId` later.
          */
         post: operations["createAsset"];
         delete?: never;
@@ -43,14 +43,14 @@ export interface paths {
         post?: never;
         /**
          * Delete an asset
-         * @description Answers 204. A retry with the same `Idempotency-Key` answers 204 again with `Idempotent-Replayed: true`; a retry without the key, once the asset is deleted, answers 404. The asset disappears from reads and lists but is kept as a tombstone; issues keep their `assetId`.
+         * @description Answers 204. A retry with the same `Idempotency-Key` answers 204 again with `Idempotent-Replayed: true`; a retry without the key, once the asset is deleted, answers 404. The asset disappears from reads and lists but is kept as a tombstone; issues and runs that name it keep their `assetId`, but new ones cannot name it.
          */
         delete: operations["deleteAsset"];
         options?: never;
         head?: never;
         /**
          * Update an asset
-         * @description Changes the fields sent; `null` clears an optional field. `attributes` replaces the whole map (send `{}` to remove every attribute). Any status may follow any other.
+         * @description Changes the fields sent; `null` clears an optional field. A changed `siteId` must name a site of the organization (else 400 naming `/siteId`). `attributes` replaces the whole map (send `{}` to remove every attribute). Any status may follow any other.
          */
         patch: operations["updateAsset"];
         trace?: never;
@@ -70,7 +70,7 @@ export interface paths {
         put?: never;
         /**
          * Create a schedule
-         * @description `templateId` must name a template of the organization (else 400 naming `/templateId`); `siteId` and `assigneeUserId` are references stored as given. `recurrence` is an RFC 5545 RRULE limited to `FREQ` (`DAILY`, `WEEKLY`, `MONTHLY`), `INTERVAL`, `BYDAY`, `COUNT` and `UNTIL`; any other part answers 400. Without `recurrence` the schedule has one occurrence, at `startsAt`.
+         * @description `templateId` and `siteId` must name a template and a site of the organization (else 400 naming the field); `assigneeUserId` is an external user identity, stored as given. `recurrence` is an RFC 5545 RRULE limited to `FREQ` (`DAILY`, `WEEKLY`, `MONTHLY`), `INTERVAL`, `BYDAY`, `COUNT` and `UNTIL`; any other part answers 400. Without `recurrence` the schedule has one occurrence, at `startsAt`.
          */
         post: operations["createSchedule"];
         delete?: never;
@@ -102,7 +102,7 @@ export interface paths {
         head?: never;
         /**
          * Update a schedule
-         * @description Changes the fields sent; `null` clears `assigneeUserId` or `recurrence`. Occurrence ids derive from the UTC start, so moving the schedule in time gives its occurrences new ids; runs keep the `occurrenceId` they were started for.
+         * @description Changes the fields sent; `null` clears `assigneeUserId` or `recurrence`. A changed `templateId` or `siteId` must name a template or site of the organization (else 400 naming the field); re-sending the stored one is accepted even if it has since been deleted. Occurrence ids derive from the UTC start, so moving the schedule in time gives its occurrences new ids; runs keep the `occurrenceId` they were started for.
          */
         patch: operations["updateSchedule"];
         trace?: never;
@@ -483,7 +483,7 @@ export interface paths {
         put?: never;
         /**
          * Raise an issue
-         * @description `title` is required; `status` defaults to `open` and `priority` to `medium`. `siteId`, `assetId`, `runId` and `assigneeUserId` are references and are not checked (an issue may outlive what it points at). Creating an issue directly as `resolved` or `closed` sets `resolvedAt` / `closedAt` to now.
+         * @description `title` is required; `status` defaults to `open` and `priority` to `medium`. `siteId`, `assetId` and `runId` must name a site, asset and run of the organization that exist now (else 400 `VALIDATION_ERROR` naming each wrong field, e.g. `/runId`); `assigneeUserId` is an external user identity, stored as given. An issue may still outlive what it points at: deleting a site or an asset does not touch the issues that name it. Creating an issue directly as `resolved` or `closed` sets `resolvedAt` / `closedAt` to now.
          */
         post: operations["createIssue"];
         delete?: never;
@@ -511,7 +511,9 @@ export interface paths {
         head?: never;
         /**
          * Update an issue
-         * @description Changes the fields sent; `null` clears an optional field. Any status may follow any other
+         * @description Changes the fields sent; `null` clears an optional field. A changed `siteId`, `assetId` or `runId`
+         *     must name one of the organization's own (else 400 naming the field); re-sending the stored value is
+         *     accepted even if what it names has since been deleted. Any status may follow any other
          *     (issues are reopened in practice); the server keeps the timestamps in step:
          *
          *     | new status | resolvedAt | closedAt |
@@ -587,7 +589,7 @@ export interface paths {
         put?: never;
         /**
          * Start a run
-         * @description Starts a run of the template's current version. `templateId` must name a template of the organization (else 400 naming `/templateId`). `occurrenceId` links the run to a calendar occurrence: it must be an occurrence of one of the organization's schedules, for the same template and site (else 400 naming `/occurrenceId`), and an occurrence has at most one run (a second answers 409 `ALREADY_EXISTS`). `siteId`, `userId` and `assetId` are references that are stored as given.
+         * @description Starts a run of the template's current version. `templateId` must name a template of the organization (else 400 naming `/templateId`). `occurrenceId` links the run to a calendar occurrence: it must be an occurrence of one of the organization's schedules, for the same template and site (else 400 naming `/occurrenceId`), and an occurrence has at most one run (a second answers 409 `ALREADY_EXISTS`). `siteId` and `assetId` must name a site and an asset of the organization (else 400 naming the field); `userId` is an external user identity, stored as given. So no run can be started for an occurrence whose site or template has been deleted since the schedule was made.
          */
         post: operations["createRun"];
         delete?: never;
@@ -666,7 +668,7 @@ export interface paths {
          *
          *     **Answer**: `ingested` counts the readings stored by this request, `duplicates` the others (`ingested + duplicates` = the batch size). `data[i]` answers `readings[i]`: the stored reading with its `id`, and `duplicate: true` when it was already there, in which case it carries the values first stored (which may differ from the ones just sent).
          *
-         *     `siteId` is not looked up, so telemetry may arrive before its site is registered.
+         *     `siteId` is not looked up: telemetry comes from outside systems, may arrive before its site is registered, and a batch is all or nothing, so one unknown site must not refuse every reading with it.
          */
         post: operations["ingestSensorReadings"];
         delete?: never;
@@ -732,7 +734,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a site
-         * @description Check-ins keep their `siteId`; they simply get no geofence verdict afterwards.
+         * @description Check-ins keep their `siteId`; they simply get no geofence verdict afterwards. Assets, issues, runs and schedules that name the site keep their `siteId`, but new ones (and changes) cannot name it.
          */
         delete: operations["deleteSite"];
         options?: never;
@@ -814,7 +816,7 @@ export interface paths {
         put?: never;
         /**
          * Create a user profile
-         * @description Creates the profile of an external user identity. `userId` is unique per organization: a second profile for the same `userId` answers 409 `ALREADY_EXISTS`. The last-location fields are optional.
+         * @description Creates the profile of an external user identity. `userId` is unique per organization: a second profile for the same `userId` answers 409 `ALREADY_EXISTS`. The last-location fields are optional; `lastLocationSiteId` and `lastLocationCheckinId` are stored as given (a check-in's `siteId` need not name a site of this API, and check-ins copy it here).
          */
         post: operations["createUser"];
         delete?: never;
@@ -2287,7 +2289,7 @@ export interface components {
             sensorExternalId: string;
             /** @description Optional display name. */
             sensorName?: string;
-            /** @description Site of the sensor (not looked up). */
+            /** @description Site of the sensor, as the provider knows it (not looked up). */
             siteId: string;
             /** @description Measured quantity as a lower-case word (letters, digits, `_`), e.g. `temperature_c`, `humidity_pct`. */
             metric: string;
@@ -4336,7 +4338,7 @@ export interface operations {
                      *           "priority": "high",
                      *           "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
                      *           "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
-                     *           "runId": "run_2h6j8k0m3n5p7q9r1s4t6v8w",
+                     *           "runId": "run_7c2v9b4n1m8k3j6h5g0f2d4s",
                      *           "assigneeUserId": "user-123",
                      *           "dueAt": "2026-11-29T17:00:00.000Z",
                      *           "resolvedAt": null,
@@ -4377,7 +4379,7 @@ export interface operations {
                  *       "priority": "high",
                  *       "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
                  *       "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
-                 *       "runId": "run_2h6j8k0m3n5p7q9r1s4t6v8w",
+                 *       "runId": "run_7c2v9b4n1m8k3j6h5g0f2d4s",
                  *       "assigneeUserId": "user-123",
                  *       "dueAt": "2026-11-29T17:00:00Z"
                  *     }
@@ -4404,7 +4406,7 @@ export interface operations {
                      *       "priority": "high",
                      *       "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
                      *       "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
-                     *       "runId": "run_2h6j8k0m3n5p7q9r1s4t6v8w",
+                     *       "runId": "run_7c2v9b4n1m8k3j6h5g0f2d4s",
                      *       "assigneeUserId": "user-123",
                      *       "dueAt": "2026-11-29T17:00:00.000Z",
                      *       "resolvedAt": null,
@@ -4513,7 +4515,7 @@ export interface operations {
                      *       "priority": "high",
                      *       "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
                      *       "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
-                     *       "runId": "run_2h6j8k0m3n5p7q9r1s4t6v8w",
+                     *       "runId": "run_7c2v9b4n1m8k3j6h5g0f2d4s",
                      *       "assigneeUserId": "user-123",
                      *       "dueAt": "2026-11-29T17:00:00.000Z",
                      *       "resolvedAt": "2026-11-23T09:12:00.000Z",

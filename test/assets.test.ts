@@ -1,16 +1,19 @@
 import { describeEachDatabase, anId, aTimestamp, anError } from './support/testApp';
-
-const transformer = {
-  name: 'Transformer T1',
-  siteId: 'site_8f3k2m9q4t7w1x5z6c0v2b8n',
-  assetType: 'transformer',
-  serialNumber: 'TX-2231-0042',
-  attributes: { manufacturer: 'Hitachi', ratingKva: '500' },
-};
+import { newSite } from './support/resources';
 
 describeEachDatabase('assets', (t) => {
+  /** An asset with every field, at a site of the organization. */
+  const aTransformer = async () => ({
+    name: 'Transformer T1',
+    siteId: (await newSite(t)).id,
+    assetType: 'transformer',
+    serialNumber: 'TX-2231-0042',
+    attributes: { manufacturer: 'Hitachi', ratingKva: '500' },
+  });
+
   describe('createAsset', () => {
     it('creates an asset and answers 201 with Location', async () => {
+      const transformer = await aTransformer();
       const res = await t.http.post('/v1/assets').set('Authorization', t.auth).set('Idempotency-Key', 'create-t1').send(transformer).expect(201);
       expect(res.body).toEqual({ id: anId('ast'), ...transformer, status: 'active', createdAt: aTimestamp(), updatedAt: res.body.createdAt });
       expect(res.headers.location).toBe(`/v1/assets/${res.body.id}`);
@@ -66,7 +69,7 @@ describeEachDatabase('assets', (t) => {
 
   describe('getAsset / updateAsset', () => {
     it('reads, changes, clears and replaces attributes', async () => {
-      const created = (await t.http.post('/v1/assets').set('Authorization', t.auth).send(transformer).expect(201)).body;
+      const created = (await t.http.post('/v1/assets').set('Authorization', t.auth).send(await aTransformer()).expect(201)).body;
       expect((await t.http.get(`/v1/assets/${created.id}`).set('Authorization', t.auth).expect(200)).body).toEqual(created);
 
       const updated = await t.http.patch(`/v1/assets/${created.id}`).set('Authorization', t.auth).set('Idempotency-Key', 'retire-t1')
@@ -122,15 +125,16 @@ describeEachDatabase('assets', (t) => {
     it('filters by siteId, assetType and status', async () => {
       const auth = await t.newKey({ organization: 'filter-assets' });
       const make = async (body: object) => (await t.http.post('/v1/assets').set('Authorization', auth).send(body).expect(201)).body;
-      const pumpA = await make({ name: 'Pump A', siteId: 'site_a', assetType: 'pump' });
-      const pumpB = await make({ name: 'Pump B', siteId: 'site_b', assetType: 'pump', status: 'inactive' });
-      const doorA = await make({ name: 'Door A', siteId: 'site_a', assetType: 'door' });
+      const [siteA, siteB, siteZ] = [await newSite(t, auth), await newSite(t, auth), await newSite(t, auth)];
+      const pumpA = await make({ name: 'Pump A', siteId: siteA.id, assetType: 'pump' });
+      const pumpB = await make({ name: 'Pump B', siteId: siteB.id, assetType: 'pump', status: 'inactive' });
+      const doorA = await make({ name: 'Door A', siteId: siteA.id, assetType: 'door' });
       const names = async (qs: string) => (await t.http.get(`/v1/assets?${qs}`).set('Authorization', auth).expect(200)).body.data.map((a: { name: string }) => a.name);
-      expect(await names('siteId=site_a')).toEqual([pumpA.name, doorA.name]);
+      expect(await names(`siteId=${siteA.id}`)).toEqual([pumpA.name, doorA.name]);
       expect(await names('assetType=pump')).toEqual([pumpA.name, pumpB.name]);
-      expect(await names('siteId=site_a&assetType=pump')).toEqual([pumpA.name]);
+      expect(await names(`siteId=${siteA.id}&assetType=pump`)).toEqual([pumpA.name]);
       expect(await names('status=inactive')).toEqual([pumpB.name]);
-      expect(await names('siteId=site_z')).toEqual([]);
+      expect(await names(`siteId=${siteZ.id}`)).toEqual([]);
       const all = await t.http.get('/v1/assets').set('Authorization', auth).expect(200);
       expect(all.body).toEqual({ data: [pumpA, pumpB, doorA], nextCursor: null });
       const bad = await t.http.get('/v1/assets?status=gone').set('Authorization', auth).expect(400);
@@ -167,11 +171,12 @@ describeEachDatabase('assets', (t) => {
   describe('tenancy', () => {
     it("never shows, changes or deletes another organization's asset", async () => {
       const other = await t.newKey({ organization: 'other-org-assets' });
-      const mine = (await t.http.post('/v1/assets').set('Authorization', t.auth).send({ name: 'Mine', siteId: 'site_shared' }).expect(201)).body;
+      const site = await newSite(t);
+      const mine = (await t.http.post('/v1/assets').set('Authorization', t.auth).send({ name: 'Mine', siteId: site.id }).expect(201)).body;
       await t.http.get(`/v1/assets/${mine.id}`).set('Authorization', other).expect(404);
       await t.http.patch(`/v1/assets/${mine.id}`).set('Authorization', other).send({ name: 'Stolen' }).expect(404);
       await t.http.delete(`/v1/assets/${mine.id}`).set('Authorization', other).expect(404);
-      const list = await t.http.get('/v1/assets?siteId=site_shared').set('Authorization', other).expect(200);
+      const list = await t.http.get(`/v1/assets?siteId=${site.id}`).set('Authorization', other).expect(200);
       expect(list.body).toEqual({ data: [], nextCursor: null });
       expect((await t.http.get(`/v1/assets/${mine.id}`).set('Authorization', t.auth).expect(200)).body).toEqual(mine);
       expect(await t.db.knex('assets').where({ id: mine.id }).first()).toMatchObject({ name: 'Mine', deleted_at: null });

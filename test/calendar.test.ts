@@ -1,4 +1,5 @@
 import { describeEachDatabase, anId, aTimestamp, anError, TestContext } from './support/testApp';
+import { newSite } from './support/resources';
 
 const checklist = { name: 'Weekly walk-round', items: [{ id: 'fence-intact', label: 'Perimeter fence intact', type: 'yes_no', required: true }] };
 
@@ -10,8 +11,8 @@ async function newSchedule(t: TestContext, body: object, auth = t.auth) {
   return (await t.http.post('/v1/schedules').set('Authorization', auth).send(body).expect(201)).body;
 }
 
-const weeklyLondon = (templateId: string) => ({
-  templateId, siteId: 'site_north', assigneeUserId: 'user-42', timezone: 'Europe/London',
+const weeklyLondon = (templateId: string, siteId: string) => ({
+  templateId, siteId, assigneeUserId: 'user-42', timezone: 'Europe/London',
   startsAt: '2026-03-16T09:00:00', durationMinutes: 60, recurrence: 'FREQ=WEEKLY;BYDAY=MO',
 });
 
@@ -32,10 +33,11 @@ describeEachDatabase('calendar', (t) => {
   describe('schedules', () => {
     it('creates a schedule with defaults and a normalized recurrence', async () => {
       const template = await newTemplate(t);
+      const site = await newSite(t);
       const res = await t.http.post('/v1/schedules').set('Authorization', t.auth)
-        .send({ templateId: template.id, siteId: 'site_north', timezone: 'America/New_York', startsAt: '2026-01-05T07:30:00', recurrence: 'rrule:freq=daily;interval=2;count=10' }).expect(201);
+        .send({ templateId: template.id, siteId: site.id, timezone: 'America/New_York', startsAt: '2026-01-05T07:30:00', recurrence: 'rrule:freq=daily;interval=2;count=10' }).expect(201);
       expect(res.body).toEqual({
-        id: anId('sch'), templateId: template.id, siteId: 'site_north', assigneeUserId: null, timezone: 'America/New_York',
+        id: anId('sch'), templateId: template.id, siteId: site.id, assigneeUserId: null, timezone: 'America/New_York',
         startsAt: '2026-01-05T07:30:00', startsAtUtc: '2026-01-05T12:30:00.000Z', durationMinutes: 60, recurrence: 'FREQ=DAILY;INTERVAL=2;COUNT=10', createdAt: aTimestamp(), updatedAt: res.body.createdAt,
       });
       expect(res.headers.location).toBe(`/v1/schedules/${res.body.id}`);
@@ -53,13 +55,14 @@ describeEachDatabase('calendar', (t) => {
       [{ durationMinutes: 0 }, '/durationMinutes', 'must be >= 1'],
     ])('refuses %j with 400 naming the field', async (change, path, message) => {
       const template = await newTemplate(t);
-      const res = await t.http.post('/v1/schedules').set('Authorization', t.auth).send({ ...weeklyLondon(template.id), ...change }).expect(400);
+      const site = await newSite(t);
+      const res = await t.http.post('/v1/schedules').set('Authorization', t.auth).send({ ...weeklyLondon(template.id, site.id), ...change }).expect(400);
       expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path, message }] }));
     });
 
     it('updates fields, clears assignee and recurrence, validates like create, and deletes', async () => {
       const template = await newTemplate(t);
-      const created = await newSchedule(t, weeklyLondon(template.id));
+      const created = await newSchedule(t, weeklyLondon(template.id, (await newSite(t)).id));
       const updated = await t.http.patch(`/v1/schedules/${created.id}`).set('Authorization', t.auth)
         .send({ assigneeUserId: null, durationMinutes: 90, recurrence: 'FREQ=MONTHLY;BYDAY=1MO' }).expect(200);
       expect(updated.body).toEqual({ ...created, assigneeUserId: null, durationMinutes: 90, recurrence: 'FREQ=MONTHLY;BYDAY=1MO', updatedAt: aTimestamp() });
@@ -81,13 +84,14 @@ describeEachDatabase('calendar', (t) => {
     it('lists schedules with filters and pages', async () => {
       const auth = await t.newKey({ organization: 'paging-schedules' });
       const template = await newTemplate(t, auth);
-      const a = await newSchedule(t, { ...weeklyLondon(template.id), siteId: 'site_a' }, auth);
-      const b = await newSchedule(t, { ...weeklyLondon(template.id), siteId: 'site_b', assigneeUserId: 'ann' }, auth);
-      const c = await newSchedule(t, { ...weeklyLondon(template.id), siteId: 'site_a', assigneeUserId: 'ann' }, auth);
+      const [siteA, siteB] = [await newSite(t, auth), await newSite(t, auth)];
+      const a = await newSchedule(t, weeklyLondon(template.id, siteA.id), auth);
+      const b = await newSchedule(t, { ...weeklyLondon(template.id, siteB.id), assigneeUserId: 'ann' }, auth);
+      const c = await newSchedule(t, { ...weeklyLondon(template.id, siteA.id), assigneeUserId: 'ann' }, auth);
       const ids = async (q: string) => (await t.http.get(`/v1/schedules${q}`).set('Authorization', auth).expect(200)).body.data.map((s: { id: string }) => s.id);
       expect(await ids('')).toEqual([a.id, b.id, c.id]);
-      expect(await ids('?siteId=site_a')).toEqual([a.id, c.id]);
-      expect(await ids('?assigneeUserId=ann&siteId=site_b')).toEqual([b.id]);
+      expect(await ids(`?siteId=${siteA.id}`)).toEqual([a.id, c.id]);
+      expect(await ids(`?assigneeUserId=ann&siteId=${siteB.id}`)).toEqual([b.id]);
       expect(await ids(`?templateId=${template.id}&limit=1`)).toEqual([a.id]);
       const page1 = await t.http.get('/v1/schedules?limit=2').set('Authorization', auth).expect(200);
       const page2 = await t.http.get(`/v1/schedules?limit=2&cursor=${page1.body.nextCursor}`).set('Authorization', auth).expect(200);
@@ -99,10 +103,11 @@ describeEachDatabase('calendar', (t) => {
     it('keeps a weekly Monday 09:00 London schedule at 09:00 local across the March change; UTC moves an hour', async () => {
       const auth = await t.newKey({ organization: 'calendar-dst' });
       const template = await newTemplate(t, auth);
-      const schedule = await newSchedule(t, weeklyLondon(template.id), auth);
+      const site = await newSite(t, auth);
+      const schedule = await newSchedule(t, weeklyLondon(template.id, site.id), auth);
       const res = await t.http.get('/v1/calendar/occurrences?from=2026-03-20T00:00:00Z&to=2026-04-07T00:00:00Z').set('Authorization', auth).expect(200);
       const occurrence = (startAt: string, endAt: string, localStartAt: string, stamp: string) => ({
-        id: `occ_${schedule.id.slice(4)}_${stamp}`, scheduleId: schedule.id, templateId: template.id, siteId: 'site_north', assigneeUserId: 'user-42',
+        id: `occ_${schedule.id.slice(4)}_${stamp}`, scheduleId: schedule.id, templateId: template.id, siteId: site.id, assigneeUserId: 'user-42',
         startAt, endAt, localStartAt, timezone: 'Europe/London', runId: null, runStatus: null,
       });
       expect(res.body).toEqual({
@@ -126,12 +131,13 @@ describeEachDatabase('calendar', (t) => {
     it('links an occurrence to the run started for it, and its status', async () => {
       const auth = await t.newKey({ organization: 'calendar-runs' });
       const template = await newTemplate(t, auth);
-      const schedule = await newSchedule(t, weeklyLondon(template.id), auth);
+      const [site, south] = [await newSite(t, auth), await newSite(t, auth, { name: 'South substation' })];
+      const schedule = await newSchedule(t, weeklyLondon(template.id, site.id), auth);
       const window = 'from=2026-03-30T00:00:00Z&to=2026-04-07T00:00:00Z';
       const [first, second] = await allOccurrences(t, window, auth);
 
       const run = (await t.http.post('/v1/runs').set('Authorization', auth)
-        .send({ templateId: template.id, siteId: 'site_north', userId: 'user-42', occurrenceId: first.id }).expect(201)).body;
+        .send({ templateId: template.id, siteId: site.id, userId: 'user-42', occurrenceId: first.id }).expect(201)).body;
       expect(run.occurrenceId).toBe(first.id);
       expect(await allOccurrences(t, window, auth)).toEqual([{ ...first, runId: run.id, runStatus: 'in_progress' }, second]);
 
@@ -140,23 +146,23 @@ describeEachDatabase('calendar', (t) => {
       expect((await allOccurrences(t, window, auth))[0]).toEqual({ ...first, runId: run.id, runStatus: 'completed' });
 
       // an occurrence has one run
-      const dup = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: 'site_north', userId: 'ann', occurrenceId: first.id }).expect(409);
+      const dup = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: site.id, userId: 'ann', occurrenceId: first.id }).expect(409);
       expect(dup.body).toEqual(anError('ALREADY_EXISTS'));
       // the run must match the occurrence's template and site, and the id must be a real occurrence
       const other = await newTemplate(t, auth);
-      const wrongTemplate = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: other.id, siteId: 'site_north', userId: 'u', occurrenceId: second.id }).expect(400);
+      const wrongTemplate = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: other.id, siteId: site.id, userId: 'u', occurrenceId: second.id }).expect(400);
       expect(wrongTemplate.body.details).toEqual([{ path: '/templateId', message: `must be the occurrence's template ${template.id}` }]);
-      const wrongSite = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: 'site_south', userId: 'u', occurrenceId: second.id }).expect(400);
-      expect(wrongSite.body.details).toEqual([{ path: '/siteId', message: "must be the occurrence's site site_north" }]);
+      const wrongSite = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: south.id, userId: 'u', occurrenceId: second.id }).expect(400);
+      expect(wrongSite.body.details).toEqual([{ path: '/siteId', message: `must be the occurrence's site ${site.id}` }]);
       const tuesday = `occ_${schedule.id.slice(4)}_20260331T080000Z`;
-      const notOne = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: 'site_north', userId: 'u', occurrenceId: tuesday }).expect(400);
+      const notOne = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: site.id, userId: 'u', occurrenceId: tuesday }).expect(400);
       expect(notOne.body.details).toEqual([{ path: '/occurrenceId', message: 'does not name an occurrence of any schedule of this organization' }]);
     });
 
     it('includes an occurrence that started before the window and is still running', async () => {
       const auth = await t.newKey({ organization: 'calendar-overlap' });
       const template = await newTemplate(t, auth);
-      await newSchedule(t, { ...weeklyLondon(template.id), startsAt: '2026-06-01T09:00:00', recurrence: undefined, durationMinutes: 120 }, auth);
+      await newSchedule(t, { ...weeklyLondon(template.id, (await newSite(t, auth)).id), startsAt: '2026-06-01T09:00:00', recurrence: undefined, durationMinutes: 120 }, auth);
       expect((await allOccurrences(t, 'from=2026-06-01T09:30:00Z&to=2026-06-02T00:00:00Z', auth)).map((o) => o.startAt)).toEqual(['2026-06-01T08:00:00.000Z']);
       expect(await allOccurrences(t, 'from=2026-06-01T10:00:00Z&to=2026-06-02T00:00:00Z', auth)).toEqual([]);
       expect(await allOccurrences(t, 'from=2026-05-01T00:00:00Z&to=2026-06-01T08:00:00Z', auth)).toEqual([]);
@@ -165,10 +171,11 @@ describeEachDatabase('calendar', (t) => {
     it('orders by startAt then schedule, pages every occurrence exactly once, and filters', async () => {
       const auth = await t.newKey({ organization: 'calendar-paging' });
       const template = await newTemplate(t, auth);
-      const daily = { ...weeklyLondon(template.id), startsAt: '2026-05-01T08:00:00', recurrence: 'FREQ=DAILY;COUNT=5' };
-      const s1 = await newSchedule(t, { ...daily, siteId: 'site_a' }, auth);
-      const s2 = await newSchedule(t, { ...daily, siteId: 'site_b', assigneeUserId: 'ann' }, auth);
-      const s3 = await newSchedule(t, { ...daily, siteId: 'site_a', startsAt: '2026-05-01T08:30:00', recurrence: 'FREQ=DAILY;COUNT=3' }, auth);
+      const [siteA, siteB] = [await newSite(t, auth), await newSite(t, auth)];
+      const daily = { ...weeklyLondon(template.id, siteA.id), startsAt: '2026-05-01T08:00:00', recurrence: 'FREQ=DAILY;COUNT=5' };
+      const s1 = await newSchedule(t, daily, auth);
+      const s2 = await newSchedule(t, { ...daily, siteId: siteB.id, assigneeUserId: 'ann' }, auth);
+      const s3 = await newSchedule(t, { ...daily, startsAt: '2026-05-01T08:30:00', recurrence: 'FREQ=DAILY;COUNT=3' }, auth);
       const window = 'from=2026-04-01T00:00:00Z&to=2026-06-01T00:00:00Z';
 
       const everything = await allOccurrences(t, window, auth, 500);
@@ -182,7 +189,7 @@ describeEachDatabase('calendar', (t) => {
 
       for (const limit of [1, 2, 5]) expect(await allOccurrences(t, window, auth, limit)).toEqual(everything);
 
-      expect((await allOccurrences(t, `${window}&siteId=site_a`, auth)).map((o) => o.scheduleId)).toEqual(everything.filter((o) => o.siteId === 'site_a').map((o) => o.scheduleId));
+      expect((await allOccurrences(t, `${window}&siteId=${siteA.id}`, auth)).map((o) => o.scheduleId)).toEqual(everything.filter((o) => o.siteId === siteA.id).map((o) => o.scheduleId));
       expect((await allOccurrences(t, `${window}&assigneeUserId=ann`, auth)).every((o) => o.scheduleId === s2.id)).toBe(true);
       expect(await allOccurrences(t, `${window}&scheduleId=${s3.id}`, auth)).toHaveLength(3);
       expect(await allOccurrences(t, `${window}&templateId=tpl_other`, auth)).toEqual([]);
@@ -207,7 +214,7 @@ describeEachDatabase('calendar', (t) => {
     it('needs calendar:write to create and calendar:read to read', async () => {
       const template = await newTemplate(t);
       const reader = await t.newKey({ scopes: ['calendar:read'] });
-      expect((await t.http.post('/v1/schedules').set('Authorization', reader).send(weeklyLondon(template.id)).expect(403)).body).toEqual(anError('INSUFFICIENT_SCOPE'));
+      expect((await t.http.post('/v1/schedules').set('Authorization', reader).send(weeklyLondon(template.id, (await newSite(t)).id)).expect(403)).body).toEqual(anError('INSUFFICIENT_SCOPE'));
       await t.http.get('/v1/calendar/occurrences?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z').set('Authorization', reader).expect(200);
       const runsOnly = await t.newKey({ scopes: ['runs:read'] });
       await t.http.get('/v1/calendar/occurrences?from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z').set('Authorization', runsOnly).expect(403);
@@ -216,19 +223,22 @@ describeEachDatabase('calendar', (t) => {
     it("never shows another organization's schedules or occurrences, nor lets it start runs for them", async () => {
       const otherAuth = await t.newKey({ organization: 'other-org-calendar' });
       const template = await newTemplate(t);
-      const mine = await newSchedule(t, weeklyLondon(template.id));
+      const site = await newSite(t);
+      const mine = await newSchedule(t, weeklyLondon(template.id, site.id));
       await t.http.get(`/v1/schedules/${mine.id}`).set('Authorization', otherAuth).expect(404);
       await t.http.patch(`/v1/schedules/${mine.id}`).set('Authorization', otherAuth).send({ durationMinutes: 5 }).expect(404);
       await t.http.delete(`/v1/schedules/${mine.id}`).set('Authorization', otherAuth).expect(404);
       expect((await t.http.get('/v1/schedules').set('Authorization', otherAuth).expect(200)).body).toEqual({ data: [], nextCursor: null });
       expect(await allOccurrences(t, 'from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z', otherAuth)).toEqual([]);
 
-      // a schedule of the other organization cannot name my template
-      await t.http.post('/v1/schedules').set('Authorization', otherAuth).send(weeklyLondon(template.id)).expect(400);
+      // a schedule of the other organization cannot name my template nor my site
+      const foreign = await t.http.post('/v1/schedules').set('Authorization', otherAuth).send(weeklyLondon(template.id, site.id)).expect(400);
+      expect(foreign.body.details.map((d: { path: string }) => d.path)).toEqual(['/templateId', '/siteId']);
       // nor can its runs claim my occurrences
       const [occ] = await allOccurrences(t, `from=2026-03-01T00:00:00Z&to=2026-04-01T00:00:00Z&scheduleId=${mine.id}`);
       const theirTemplate = await newTemplate(t, otherAuth);
-      const res = await t.http.post('/v1/runs').set('Authorization', otherAuth).send({ templateId: theirTemplate.id, siteId: 'site_north', userId: 'u', occurrenceId: occ.id }).expect(400);
+      const theirSite = await newSite(t, otherAuth);
+      const res = await t.http.post('/v1/runs').set('Authorization', otherAuth).send({ templateId: theirTemplate.id, siteId: theirSite.id, userId: 'u', occurrenceId: occ.id }).expect(400);
       expect(res.body.details).toEqual([{ path: '/occurrenceId', message: 'does not name an occurrence of any schedule of this organization' }]);
     });
   });

@@ -1,21 +1,28 @@
 import { describeEachDatabase, anId, aTimestamp, anError } from './support/testApp';
-
-const leak = {
-  title: 'Oil leak under transformer T1',
-  description: 'Drip tray half full; gasket looks perished.',
-  priority: 'high',
-  siteId: 'site_8f3k2m9q4t7w1x5z6c0v2b8n',
-  assetId: 'ast_4k9m2q7t1x5z8c3v6b0n2p4r',
-  runId: 'run_2h6j8k0m3n5p7q9r1s4t6v8w',
-  assigneeUserId: 'user-123',
-};
+import { newAsset, newRun, newSite } from './support/resources';
 
 describeEachDatabase('issues', (t) => {
+  /** An issue with every reference, each naming a resource of the organization. */
+  const aLeak = async (auth = t.auth) => {
+    const site = await newSite(t, auth);
+    const asset = await newAsset(t, auth, { name: 'Transformer T1', siteId: site.id });
+    const run = await newRun(t, auth, site.id);
+    return {
+      title: 'Oil leak under transformer T1',
+      description: 'Drip tray half full; gasket looks perished.',
+      priority: 'high',
+      siteId: site.id,
+      assetId: asset.id,
+      runId: run.id,
+      assigneeUserId: 'user-123',
+    };
+  };
   const create = async (body: object, auth = t.auth) => (await t.http.post('/v1/issues').set('Authorization', auth).send(body).expect(201)).body;
   const patch = async (id: string, body: object) => (await t.http.patch(`/v1/issues/${id}`).set('Authorization', t.auth).send(body).expect(200)).body;
 
   describe('createIssue', () => {
     it('raises an issue with every field and answers 201 with Location', async () => {
+      const leak = await aLeak();
       const res = await t.http.post('/v1/issues').set('Authorization', t.auth).set('Idempotency-Key', 'raise-leak')
         .send({ ...leak, status: 'open', dueAt: '2026-11-29T18:00:00+01:00' }).expect(201);
       expect(res.body).toEqual({
@@ -71,7 +78,7 @@ describeEachDatabase('issues', (t) => {
 
   describe('updateIssue and the status timestamps', () => {
     it('resolves, closes and reopens, keeping resolvedAt / closedAt in step', async () => {
-      const issue = await create(leak);
+      const issue = await create(await aLeak());
 
       const working = await patch(issue.id, { status: 'in_progress', assigneeUserId: 'user-456' });
       expect(working).toEqual({ ...issue, status: 'in_progress', assigneeUserId: 'user-456', updatedAt: aTimestamp() });
@@ -105,7 +112,7 @@ describeEachDatabase('issues', (t) => {
     });
 
     it('clears optional fields with null and normalizes dueAt', async () => {
-      const issue = await create(leak);
+      const issue = await create(await aLeak());
       const updated = await patch(issue.id, { description: null, assetId: null, runId: null, dueAt: '2026-12-01T09:30:00-05:00', priority: 'critical', title: 'Oil leak (urgent)' });
       expect(updated).toEqual({
         ...issue, title: 'Oil leak (urgent)', description: null, assetId: null, runId: null, priority: 'critical',
@@ -141,18 +148,21 @@ describeEachDatabase('issues', (t) => {
   describe('listIssues', () => {
     it('filters by status, priority, siteId, assetId, runId and assigneeUserId', async () => {
       const auth = await t.newKey({ organization: 'filter-issues' });
-      const a = await create({ title: 'A', priority: 'high', siteId: 'site_1', assetId: 'ast_1', runId: 'run_1', assigneeUserId: 'u1' }, auth);
-      const b = await create({ title: 'B', status: 'in_progress', siteId: 'site_1', assigneeUserId: 'u2' }, auth);
-      const c = await create({ title: 'C', status: 'resolved', priority: 'high', siteId: 'site_2', assetId: 'ast_1' }, auth);
+      const [site1, site2] = [await newSite(t, auth), await newSite(t, auth)];
+      const asset1 = await newAsset(t, auth);
+      const run1 = await newRun(t, auth, site1.id);
+      const a = await create({ title: 'A', priority: 'high', siteId: site1.id, assetId: asset1.id, runId: run1.id, assigneeUserId: 'u1' }, auth);
+      const b = await create({ title: 'B', status: 'in_progress', siteId: site1.id, assigneeUserId: 'u2' }, auth);
+      const c = await create({ title: 'C', status: 'resolved', priority: 'high', siteId: site2.id, assetId: asset1.id }, auth);
       const titles = async (qs: string) => (await t.http.get(`/v1/issues?${qs}`).set('Authorization', auth).expect(200)).body.data.map((i: { title: string }) => i.title);
       expect(await titles('status=open')).toEqual(['A']);
       expect(await titles('status=resolved')).toEqual(['C']);
       expect(await titles('priority=high')).toEqual(['A', 'C']);
-      expect(await titles('siteId=site_1')).toEqual(['A', 'B']);
-      expect(await titles('assetId=ast_1')).toEqual(['A', 'C']);
-      expect(await titles('runId=run_1')).toEqual(['A']);
+      expect(await titles(`siteId=${site1.id}`)).toEqual(['A', 'B']);
+      expect(await titles(`assetId=${asset1.id}`)).toEqual(['A', 'C']);
+      expect(await titles(`runId=${run1.id}`)).toEqual(['A']);
       expect(await titles('assigneeUserId=u2')).toEqual(['B']);
-      expect(await titles('priority=high&siteId=site_2')).toEqual(['C']);
+      expect(await titles(`priority=high&siteId=${site2.id}`)).toEqual(['C']);
       expect(await titles('status=closed')).toEqual([]);
       expect((await t.http.get('/v1/issues').set('Authorization', auth).expect(200)).body).toEqual({ data: [a, b, c], nextCursor: null });
       const bad = await t.http.get('/v1/issues?priority=urgent').set('Authorization', auth).expect(400);
@@ -179,10 +189,11 @@ describeEachDatabase('issues', (t) => {
   describe('tenancy', () => {
     it("never shows or changes another organization's issue", async () => {
       const other = await t.newKey({ organization: 'other-org-issues' });
-      const mine = await create({ title: 'Mine', siteId: 'site_shared' });
+      const site = await newSite(t);
+      const mine = await create({ title: 'Mine', siteId: site.id });
       await t.http.get(`/v1/issues/${mine.id}`).set('Authorization', other).expect(404);
       await t.http.patch(`/v1/issues/${mine.id}`).set('Authorization', other).send({ status: 'closed' }).expect(404);
-      const list = await t.http.get('/v1/issues?siteId=site_shared').set('Authorization', other).expect(200);
+      const list = await t.http.get(`/v1/issues?siteId=${site.id}`).set('Authorization', other).expect(200);
       expect(list.body).toEqual({ data: [], nextCursor: null });
       expect((await t.http.get(`/v1/issues/${mine.id}`).set('Authorization', t.auth).expect(200)).body).toEqual(mine);
     });

@@ -1,4 +1,5 @@
 import { describeEachDatabase, anId, aTimestamp, anError, TestContext } from './support/testApp';
+import { newAsset, newSite } from './support/resources';
 
 const checklist = {
   name: 'Substation monthly check',
@@ -19,19 +20,22 @@ async function newTemplate(t: TestContext, auth = t.auth, body: object = checkli
   return (await t.http.post('/v1/templates').set('Authorization', auth).send(body).expect(201)).body;
 }
 
-async function newRun(t: TestContext, templateId: string, auth = t.auth, extra: object = {}) {
-  return (await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId, siteId: 'site_north', userId: 'user-42', ...extra }).expect(201)).body;
+async function newRun(t: TestContext, templateId: string, auth = t.auth, extra: { siteId?: string; userId?: string } = {}) {
+  const siteId = extra.siteId ?? (await newSite(t, auth)).id;
+  return (await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId, userId: 'user-42', ...extra, siteId }).expect(201)).body;
 }
 
 describeEachDatabase('runs', (t) => {
   describe('createRun', () => {
     it('starts an in-progress run of the current template version', async () => {
       const template = await newTemplate(t);
+      const site = await newSite(t);
+      const asset = await newAsset(t, t.auth, { name: 'Transformer T1', siteId: site.id });
       const res = await t.http.post('/v1/runs').set('Authorization', t.auth)
-        .send({ templateId: template.id, siteId: 'site_north', userId: 'user-42', assetId: 'ast_transformer1' }).expect(201);
+        .send({ templateId: template.id, siteId: site.id, userId: 'user-42', assetId: asset.id }).expect(201);
       expect(res.body).toEqual({
         id: anId('run'), templateId: template.id, templateVersion: 1, items: withDefaults(checklist.items),
-        siteId: 'site_north', userId: 'user-42', assetId: 'ast_transformer1', occurrenceId: null,
+        siteId: site.id, userId: 'user-42', assetId: asset.id, occurrenceId: null,
         status: 'in_progress', answers: {}, score: null, failedItemIds: null,
         startedAt: aTimestamp(), completedAt: null, createdAt: res.body.startedAt, updatedAt: res.body.startedAt,
       });
@@ -40,25 +44,27 @@ describeEachDatabase('runs', (t) => {
     });
 
     it('answers 400 naming /templateId for an unknown, deleted or foreign template', async () => {
-      const unknown = await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: 'tpl_nope', siteId: 's', userId: 'u' }).expect(400);
+      const { id: s } = await newSite(t);
+      const unknown = await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: 'tpl_nope', siteId: s, userId: 'u' }).expect(400);
       expect(unknown.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/templateId', message: expect.stringContaining('does not name a template') }] }));
 
       const deleted = await newTemplate(t);
       await t.http.delete(`/v1/templates/${deleted.id}`).set('Authorization', t.auth).expect(204);
-      await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: deleted.id, siteId: 's', userId: 'u' }).expect(400);
+      await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: deleted.id, siteId: s, userId: 'u' }).expect(400);
 
       const foreign = await newTemplate(t, await t.newKey({ organization: 'runs-foreign-template' }));
-      await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: foreign.id, siteId: 's', userId: 'u' }).expect(400);
+      await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: foreign.id, siteId: s, userId: 'u' }).expect(400);
     });
 
     it('refuses a missing field and an occurrenceId that is no occurrence id', async () => {
       const template = await newTemplate(t);
-      const missing = await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: template.id, siteId: 's' }).expect(400);
+      const { id: s } = await newSite(t);
+      const missing = await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: template.id, siteId: s }).expect(400);
       expect(missing.body.details).toEqual([{ path: '/userId', message: 'is required' }]);
-      const badOcc = await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: template.id, siteId: 's', userId: 'u', occurrenceId: 'tomorrow' }).expect(400);
+      const badOcc = await t.http.post('/v1/runs').set('Authorization', t.auth).send({ templateId: template.id, siteId: s, userId: 'u', occurrenceId: 'tomorrow' }).expect(400);
       expect(badOcc.body.details).toEqual([{ path: '/occurrenceId', message: expect.stringContaining('must match pattern') }]);
       const noSuch = await t.http.post('/v1/runs').set('Authorization', t.auth)
-        .send({ templateId: template.id, siteId: 's', userId: 'u', occurrenceId: `occ_${'0'.repeat(24)}_20260330T080000Z` }).expect(400);
+        .send({ templateId: template.id, siteId: s, userId: 'u', occurrenceId: `occ_${'0'.repeat(24)}_20260330T080000Z` }).expect(400);
       expect(noSuch.body.details).toEqual([{ path: '/occurrenceId', message: 'does not name an occurrence of any schedule of this organization' }]);
     });
   });
@@ -193,15 +199,17 @@ describeEachDatabase('runs', (t) => {
       const auth = await t.newKey({ organization: 'paging-runs' });
       const a = await newTemplate(t, auth, { name: 'A', items: [{ id: 'x', label: 'X', type: 'yes_no' }] });
       const b = await newTemplate(t, auth, { name: 'B', items: [{ id: 'x', label: 'X', type: 'yes_no' }] });
-      const r1 = await newRun(t, a.id, auth, { siteId: 'site_1', userId: 'ann' });
-      const r2 = await newRun(t, a.id, auth, { siteId: 'site_2', userId: 'bob' });
-      const r3 = await newRun(t, b.id, auth, { siteId: 'site_1', userId: 'bob' });
+      const site1 = await newSite(t, auth);
+      const site2 = await newSite(t, auth);
+      const r1 = await newRun(t, a.id, auth, { siteId: site1.id, userId: 'ann' });
+      const r2 = await newRun(t, a.id, auth, { siteId: site2.id, userId: 'bob' });
+      const r3 = await newRun(t, b.id, auth, { siteId: site1.id, userId: 'bob' });
       await t.http.post(`/v1/runs/${r2.id}/complete`).set('Authorization', auth).expect(200);
 
       const ids = async (q: string) => (await t.http.get(`/v1/runs${q}`).set('Authorization', auth).expect(200)).body.data.map((r: { id: string }) => r.id);
       expect(await ids('')).toEqual([r1.id, r2.id, r3.id]);
       expect(await ids('?status=completed')).toEqual([r2.id]);
-      expect(await ids('?status=in_progress&siteId=site_1')).toEqual([r1.id, r3.id]);
+      expect(await ids(`?status=in_progress&siteId=${site1.id}`)).toEqual([r1.id, r3.id]);
       expect(await ids(`?templateId=${b.id}`)).toEqual([r3.id]);
       expect(await ids('?userId=bob')).toEqual([r2.id, r3.id]);
 

@@ -1,4 +1,5 @@
 import { describeEachDatabase, anError, TestContext } from './support/testApp';
+import { newSite } from './support/resources';
 
 // A schedule's `startsAt` sent as a local wall-clock time or as an instant with an offset / Z.
 // Europe/Paris: UTC+1 until 2027-03-28 02:00, then UTC+2. Europe/London: UTC until then, then UTC+1.
@@ -17,7 +18,7 @@ describeEachDatabase('schedule startsAt forms', (t) => {
 
   it('stores an offset startsAt as the wall clock of the schedule zone, shows both forms, and keeps 09:00 local across the DST change', async () => {
     const template = await newTemplate(t);
-    const weekly = { templateId: template.id, siteId: 'site_north', timezone: 'Europe/Paris', durationMinutes: 30, recurrence: 'FREQ=WEEKLY;BYDAY=MO' };
+    const weekly = { templateId: template.id, siteId: (await newSite(t)).id, timezone: 'Europe/Paris', durationMinutes: 30, recurrence: 'FREQ=WEEKLY;BYDAY=MO' };
     const withOffset = await createSchedule({ ...weekly, startsAt: '2027-03-15T09:00:00+01:00' }).expect(201);
     expect(withOffset.body).toEqual(expect.objectContaining({ startsAt: '2027-03-15T09:00:00', startsAtUtc: '2027-03-15T08:00:00.000Z', timezone: 'Europe/Paris' }));
     expect(await t.db.knex('schedules').where({ id: withOffset.body.id }).first()).toMatchObject({ starts_at: '2027-03-15T09:00:00' });
@@ -41,7 +42,7 @@ describeEachDatabase('schedule startsAt forms', (t) => {
 
   it('reads an instant in the schedule zone even when the offset is another zone, and drops a fraction of a second', async () => {
     const template = await newTemplate(t);
-    const base = { templateId: template.id, siteId: 'site_north', timezone: 'Europe/London' };
+    const base = { templateId: template.id, siteId: (await newSite(t)).id, timezone: 'Europe/London' };
     const fromParis = await createSchedule({ ...base, startsAt: '2027-03-15T09:00:00+01:00' }).expect(201);
     expect(fromParis.body).toEqual(expect.objectContaining({ startsAt: '2027-03-15T08:00:00', startsAtUtc: '2027-03-15T08:00:00.000Z' }));
     const summer = await createSchedule({ ...base, startsAt: '2027-07-01T08:00:00.750Z' }).expect(201);
@@ -50,7 +51,7 @@ describeEachDatabase('schedule startsAt forms', (t) => {
 
   it('accepts both forms on update, reading an instant in the zone sent with it or else the stored one', async () => {
     const template = await newTemplate(t);
-    const created = (await createSchedule({ templateId: template.id, siteId: 'site_north', timezone: 'Europe/London', startsAt: '2027-01-04T09:00:00' }).expect(201)).body;
+    const created = (await createSchedule({ templateId: template.id, siteId: (await newSite(t)).id, timezone: 'Europe/London', startsAt: '2027-01-04T09:00:00' }).expect(201)).body;
     expect(created.startsAtUtc).toBe('2027-01-04T09:00:00.000Z');
 
     const storedZone = await patchSchedule(created.id, { startsAt: '2027-06-07T10:00:00+02:00' }).expect(200);
@@ -72,7 +73,7 @@ describeEachDatabase('schedule startsAt forms', (t) => {
       expect((await patchSchedule('sch_000000000000000000000000', { startsAt }).expect(404)).body).toEqual(anError('NOT_FOUND'));
     }
     const template = await newTemplate(t);
-    const base = { templateId: template.id, siteId: 'site_north' };
+    const base = { templateId: template.id, siteId: (await newSite(t)).id };
     const refused = [
       [{ timezone: 'Pacific/Kiritimati', startsAt: '2200-12-31T12:00:00Z' }, 'must be between the years 1970 and 2200'],
       [{ timezone: 'America/New_York', startsAt: '1970-01-01T00:00:00Z' }, 'must be between the years 1970 and 2200'],

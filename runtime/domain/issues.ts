@@ -2,6 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../generated/types';
 import { notFound } from '../errors';
 import { normalizeOptionalTimestamp, normalizeTimestamp, nowIso } from '../time';
+import { checkReferences } from './references';
 import * as issues from '../storage/repositories/issuesRepository';
 import type { Issue, IssueCreate, IssueFields, IssueUpdate } from '../storage/repositories/issuesRepository';
 
@@ -13,6 +14,11 @@ export type IssueStatus = components['schemas']['IssueStatus'];
  */
 
 export async function createIssue(trx: Knex, orgId: string, body: IssueCreate): Promise<Issue> {
+  await checkReferences(trx, orgId, [
+    { pointer: '/siteId', kind: 'site', id: body.siteId },
+    { pointer: '/assetId', kind: 'asset', id: body.assetId },
+    { pointer: '/runId', kind: 'run', id: body.runId },
+  ]);
   const now = nowIso();
   const status = body.status ?? 'open';
   return issues.insertIssue(trx, orgId, {
@@ -33,6 +39,11 @@ export async function createIssue(trx: Knex, orgId: string, body: IssueCreate): 
 export async function updateIssue(trx: Knex, orgId: string, id: string, changes: IssueUpdate): Promise<Issue> {
   const before = await issues.findIssueForUpdate(trx, orgId, id);
   if (!before) throw notFound('issue', id);
+  await checkReferences(trx, orgId, [
+    { pointer: '/siteId', kind: 'site', id: changes.siteId, unchanged: before.siteId },
+    { pointer: '/assetId', kind: 'asset', id: changes.assetId, unchanged: before.assetId },
+    { pointer: '/runId', kind: 'run', id: changes.runId, unchanged: before.runId },
+  ]);
   const now = nowIso();
   const fields: Partial<IssueFields> & { updatedAt: string } = {
     title: changes.title,

@@ -4,6 +4,7 @@ import { alreadyExists, invalidField, invalidTransition, notFound } from '../err
 import { nowIso } from '../time';
 import { isOccurrenceOf, scheduleIdOfOccurrence } from './calendar';
 import { completeAnswers, mergeAnswers } from './runAnswers';
+import { checkReferences } from './references';
 import { referencedTemplate } from './templates';
 import { UniqueViolation } from '../storage/databaseErrors';
 import * as runs from '../storage/repositories/runsRepository';
@@ -20,6 +21,11 @@ type RunUpdate = components['schemas']['RunUpdate'];
  */
 
 export async function createRun(trx: Knex, orgId: string, body: RunCreate): Promise<Run> {
+  await checkReferences(trx, orgId, [
+    { pointer: '/templateId', kind: 'template', id: body.templateId },
+    { pointer: '/siteId', kind: 'site', id: body.siteId },
+    { pointer: '/assetId', kind: 'asset', id: body.assetId },
+  ]);
   const template = await referencedTemplate(trx, orgId, body.templateId);
   if (body.occurrenceId !== undefined) {
     const scheduleId = scheduleIdOfOccurrence(body.occurrenceId);

@@ -3,7 +3,7 @@ import type { components } from '../../generated/types';
 import { notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
 import { parseRecurrence, resolveStartsAt } from './recurrence';
-import { referencedTemplate } from './templates';
+import { checkReferences } from './references';
 import * as schedules from '../storage/repositories/schedulesRepository';
 import type { Schedule } from '../storage/repositories/schedulesRepository';
 
@@ -21,7 +21,10 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
   assertTimeZone(body.timezone, '/timezone');
   const startsAt = resolveStartsAt(body.startsAt, body.timezone, '/startsAt');
   const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
-  await referencedTemplate(trx, orgId, body.templateId);
+  await checkReferences(trx, orgId, [
+    { pointer: '/templateId', kind: 'template', id: body.templateId },
+    { pointer: '/siteId', kind: 'site', id: body.siteId },
+  ]);
   return schedules.insertSchedule(trx, orgId, {
     templateId: body.templateId,
     siteId: body.siteId,
@@ -36,9 +39,12 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
 export async function updateSchedule(trx: Knex, orgId: string, id: string, changes: ScheduleUpdate): Promise<Schedule> {
   if (changes.timezone !== undefined) assertTimeZone(changes.timezone, '/timezone');
   const recurrence = typeof changes.recurrence === 'string' ? parseRecurrence(changes.recurrence, '/recurrence').normalized : changes.recurrence;
-  if (changes.templateId !== undefined) await referencedTemplate(trx, orgId, changes.templateId);
   const before = await schedules.findSchedule(trx, orgId, id);
   if (!before) throw notFound('schedule', id);
+  await checkReferences(trx, orgId, [
+    { pointer: '/templateId', kind: 'template', id: changes.templateId, unchanged: before.templateId },
+    { pointer: '/siteId', kind: 'site', id: changes.siteId, unchanged: before.siteId },
+  ]);
   // an instant with an offset is read in the time zone the schedule will have: the one sent
   // alongside, else the stored one
   const startsAt = changes.startsAt === undefined ? undefined : resolveStartsAt(changes.startsAt, changes.timezone ?? before.timezone, '/startsAt');

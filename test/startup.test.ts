@@ -13,6 +13,8 @@ describe('configuration', () => {
     expect(loadConfig({})).toEqual({
       port: 8080, host: '127.0.0.1', databaseUrl: 'sqlite:data/fieldops.sqlite', idempotencyTtlSeconds: 86400,
       idempotencyLeaseSeconds: 60, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
+      rateLimit: { perMinute: 600, ingestBatchesPerMinute: 60, authFailuresPerMinute: 30, store: 'auto', keyPrefix: 'fop' },
+      redisUrl: undefined, trustProxy: false, shutdownTimeoutSeconds: 25, webConcurrency: 1, metricsToken: undefined,
     });
   });
 
@@ -24,6 +26,11 @@ describe('configuration', () => {
     ['LOG_LEVEL', 'loud', 'LOG_LEVEL="loud" is invalid: expected one of fatal, error, warn, info, debug, trace, silent'],
     ['DATABASE_URL', 'mysql://x', 'DATABASE_URL="mysql://x" is invalid: expected sqlite:'],
     ['CORS_ORIGINS', 'not an origin', 'CORS_ORIGINS contains "not an origin"'],
+    ['RATE_LIMIT_PER_MINUTE', '0', 'RATE_LIMIT_PER_MINUTE="0" is invalid: expected a whole number from 1 to 10000000'],
+    ['RATE_LIMIT_STORE', 'disk', 'RATE_LIMIT_STORE="disk" is invalid: expected one of auto, memory, redis, postgres'],
+    ['REDIS_URL', 'localhost:6379', 'REDIS_URL="localhost:6379" is invalid: expected redis://host:6379'],
+    ['TRUST_PROXY', 'everyone', 'TRUST_PROXY contains "everyone"'],
+    ['WEB_CONCURRENCY', '0', 'WEB_CONCURRENCY="0" is invalid: expected a whole number from 1 to 256'],
   ])('%s=%s is refused with a line naming it', (name, value, message) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);

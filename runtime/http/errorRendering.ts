@@ -1,6 +1,10 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { ApiError } from '../errors';
+import { isDatabaseUnavailable } from '../storage/databaseErrors';
+
+/** Seconds a client is asked to wait before retrying while the database is unreachable. */
+export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 /**
  * The one place that renders errors: `{error, code, details?, requestId}` with the error's
@@ -10,7 +14,11 @@ import { ApiError } from '../errors';
 export function renderError(err: unknown, req: Request, res: Response, _next: NextFunction): void {
   const requestId: string = res.locals.requestId;
   const apiError = toApiError(err);
-  if (apiError.status >= 500) {
+  res.locals.errorCode = apiError.code;
+  if (apiError.code === 'SERVICE_UNAVAILABLE') {
+    const log: Logger | undefined = res.locals.log;
+    log?.warn({ err: (err as Error)?.message, requestId }, 'database unavailable');
+  } else if (apiError.status >= 500) {
     const log: Logger | undefined = res.locals.log;
     log?.error({ err, requestId }, 'request failed');
   }
@@ -28,6 +36,11 @@ export function renderError(err: unknown, req: Request, res: Response, _next: Ne
 
 function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
+  if (isDatabaseUnavailable(err)) {
+    return new ApiError('SERVICE_UNAVAILABLE', 'The database is unreachable; retry later (with the same Idempotency-Key for a write)', undefined, {
+      'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
+    });
+  }
   // a path segment with a broken %-escape (`/v1/users/%ZZ`), met while the router decodes it
   if (err instanceof URIError) return new ApiError('VALIDATION_ERROR', 'The URL has a malformed percent-encoding');
   const e = err as { type?: string; status?: number } | undefined;

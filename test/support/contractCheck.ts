@@ -53,7 +53,7 @@ export function takeContractViolations(): string[] {
   return problems;
 }
 
-const PUBLIC = /^\/(healthz|openapi\.json|openapi-sdk\.json|docs)(\/|$)/;
+const PUBLIC = /^\/(healthz|readyz|metrics|openapi\.json|openapi-sdk\.json|docs)(\/|$)/;
 
 /**
  * Headers the server sends on every answer that declares them. The others a contract

@@ -195,6 +195,46 @@ export interface paths {
         patch: operations["updateCheckin"];
         trace?: never;
     };
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness
+         * @description Answers 200 while the process serves requests; checks nothing else, so a database outage does not get the process restarted.
+         */
+        get: operations["getHealth"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness
+         * @description Answers 200 when the database answers and has every migration this server expects; 503 otherwise. Route traffic only to a ready server.
+         */
+        get: operations["getReadiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/integrations/{partner}/actions": {
         parameters: {
             query?: never;
@@ -1332,6 +1372,8 @@ export interface components {
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -1355,6 +1397,8 @@ export interface components {
         Unauthenticated: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "WWW-Authenticate"?: string;
                 [name: string]: unknown;
             };
@@ -1373,6 +1417,8 @@ export interface components {
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "WWW-Authenticate"?: string;
                 [name: string]: unknown;
             };
@@ -1391,6 +1437,8 @@ export interface components {
         NotFound: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -1408,6 +1456,8 @@ export interface components {
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -1425,6 +1475,8 @@ export interface components {
         PayloadTooLarge: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -1442,6 +1494,8 @@ export interface components {
         UnsupportedMediaType: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -1459,6 +1513,8 @@ export interface components {
         Internal: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -1466,6 +1522,44 @@ export interface components {
                  * @example {
                  *       "error": "Internal server error",
                  *       "code": "INTERNAL",
+                 *       "requestId": "req_5b0c2c7e4f1a4d2e9a3b"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Over a rate limit (`RATE_LIMITED`): `RateLimit` shows the exhausted policy, `Retry-After` when to try again. Nothing was done and nothing is stored under the `Idempotency-Key`: send the same request with the same key after the wait. */
+        TooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "Rate limit exceeded: 600 requests per minute for this API key; retry after 12 s",
+                 *       "code": "RATE_LIMITED",
+                 *       "requestId": "req_5b0c2c7e4f1a4d2e9a3b"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The database is unreachable (`SERVICE_UNAVAILABLE`). Nothing was done: retry after `Retry-After` seconds, a write with the same `Idempotency-Key`. */
+        ServiceUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": "The database is unreachable; retry later",
+                 *       "code": "SERVICE_UNAVAILABLE",
                  *       "requestId": "req_5b0c2c7e4f1a4d2e9a3b"
                  *     }
                  */
@@ -1493,6 +1587,21 @@ export interface components {
         Location: string;
         /** @description `true` when the answer is the stored answer of an earlier request with the same Idempotency-Key. */
         IdempotentReplayed: "true";
+        /**
+         * @description The quota policies that apply to this request (draft-ietf-httpapi-ratelimit-headers-10, a Structured Field List): each item is the policy's name with `q` (quota) and `w` (window, seconds), e.g. `"per-key";q=600;w=60, "ingest";q=60;w=60`. On a failed authentication: `"auth-failures";q=30;w=60`.
+         * @example "per-key";q=600;w=60
+         */
+        RateLimitPolicy: string;
+        /**
+         * @description What is left of each policy in `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10): `r` (remaining quota) and `t` (seconds until the window resets), e.g. `"per-key";r=599;t=42`.
+         * @example "per-key";r=599;t=42
+         */
+        RateLimit: string;
+        /**
+         * @description Seconds to wait before sending the request again.
+         * @example 12
+         */
+        RetryAfter: string;
     };
     pathItems: never;
 }
@@ -2353,6 +2462,71 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
+        };
+    };
+    getHealth: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process is alive. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ok"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        status: "ok";
+                    };
+                };
+            };
+        };
+    };
+    getReadiness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready to serve. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ok",
+                     *       "database": "ok",
+                     *       "migrations": "current"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @enum {string} */
+                        status: "ok";
+                        /** @enum {string} */
+                        database: "ok";
+                        /** @enum {string} */
+                        migrations: "current";
+                    };
+                };
+            };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listIntegrationActions: {

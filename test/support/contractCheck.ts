@@ -61,7 +61,7 @@ const PUBLIC = /^\/(healthz|readyz|metrics|openapi\.json|openapi-sdk\.json|docs)
  * deprecated operation), so they are required only when the contract says `required: true`;
  * when present they must match their schema either way.
  */
-const ALWAYS_SENT = new Set(['x-request-id', 'location', 'www-authenticate', 'allow', 'retry-after']);
+const ALWAYS_SENT = new Set(['x-request-id', 'location', 'www-authenticate', 'allow', 'retry-after', 'ratelimit-policy', 'ratelimit']);
 
 /** The contract's verdict on one recorded response: an empty list when it is faithful. */
 export function checkExchange(r: RecordedExchange): string[] {

@@ -31,6 +31,31 @@ const stores = [
 if (!postgres) console.info('Rate limits on the Postgres store skipped: set TEST_DATABASE_URL to run them.');
 if (!redisUrl) console.info('Rate limits on the Redis store skipped: set TEST_REDIS_URL=redis://127.0.0.1:6379 to run them.');
 
+describe('the contract declares the limits on every operation', () => {
+  // a guard for operations added later: re-run the command in README "Rate limits" if this fails
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const openapi = require('../generated/openapi.json');
+  const resolve = (node: any): any => (node?.$ref ? node.$ref.slice(2).split('/').reduce((n: any, k: string) => n[k], openapi) : node);
+  const operations = Object.entries<any>(openapi.paths).filter(([path]) => path.startsWith('/v1/'))
+    .flatMap(([path, item]) => Object.entries<any>(item).filter(([m]) => m !== 'parameters').map(([method, op]) => [`${method} ${path}`, op] as const));
+
+  it.each(operations)('%s: 429 and 503, and RateLimit-Policy/RateLimit on every answer but 503', (_name, op) => {
+    expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['429', '503']));
+    for (const [status, response] of Object.entries<any>(op.responses)) {
+      const headers = Object.keys(resolve(response).headers ?? {});
+      if (status === '503') expect(headers).toEqual(expect.arrayContaining(['Retry-After']));
+      else expect(headers).toEqual(expect.arrayContaining(['RateLimit-Policy', 'RateLimit']));
+    }
+    expect(Object.keys(resolve(op.responses['429']).headers)).toEqual(expect.arrayContaining(['Retry-After']));
+  });
+
+  it('declares /healthz and /readyz as public', () => {
+    expect(openapi.paths['/healthz'].get.security).toEqual([]);
+    expect(openapi.paths['/readyz'].get.security).toEqual([]);
+    expect(Object.keys(openapi.paths['/readyz'].get.responses)).toEqual(['200', '503']);
+  });
+});
+
 for (const { store, database, env } of stores) {
   const skip = !database || (store === 'redis' && !redisUrl);
   (skip ? describe.skip : describe)(`rate limits [${store} store]`, () => {
@@ -105,19 +130,23 @@ for (const { store, database, env } of stores) {
     it('sensor ingestion has its own smaller budget, counted per batch whatever its size', async () => {
       const http = await app();
       const auth = await newKey();
-      const batch = (n: number) => ({
-        readings: Array.from({ length: n }, (_, i) => ({ provider: 'p', sensorExternalId: 's', metric: 'm', value: i, occurredAt: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString() })),
+      const site = await http.post('/v1/sites').set('Authorization', auth).send({ name: 'Telemetry site' }).expect(201);
+      const batch = (n: number, minute: number) => ({
+        readings: Array.from({ length: n }, (_, i) => ({
+          provider: 'p', sensorExternalId: 's', siteId: site.body.id, metric: 'm', value: i, unit: 'C',
+          occurredAt: new Date(Date.UTC(2026, 0, 1, 0, minute, i)).toISOString(),
+        })),
       });
-      const first = await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(50)).expect(201);
+      const first = await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(50, 0)).expect(201);
       expect(first.headers['ratelimit-policy']).toBe('"per-key";q=5;w=60, "ingest";q=2;w=60');
-      expect(first.headers.ratelimit).toMatch(/^"per-key";r=4;t=\d+, "ingest";r=1;t=\d+$/);
-      await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(1)).expect(201);
-      const refused = await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(1)).expect(429);
+      expect(first.headers.ratelimit).toMatch(/^"per-key";r=3;t=\d+, "ingest";r=1;t=\d+$/);
+      await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(1, 1)).expect(201);
+      const refused = await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(1, 2)).expect(429);
       expect(refused.body.error).toMatch(/^Rate limit exceeded: 2 sensor-reading batches per minute for this API key/);
       expect(refused.headers['retry-after']).toMatch(/^\d+$/);
-      // reads still have budget left (5 per key: 3 batches so far)
+      // reads still have budget left (5 per key: the site and 3 batches so far)
       const read = await http.get('/v1/sites').set('Authorization', auth).expect(200);
-      expect(read.headers.ratelimit).toMatch(/^"per-key";r=1;t=\d+$/);
+      expect(read.headers.ratelimit).toMatch(/^"per-key";r=0;t=\d+$/);
     });
 
     it('failed authentication is limited per client address; then even a valid key from that address gets 429', async () => {

@@ -16,6 +16,10 @@ export const registry = register;
 
 collectDefaultMetrics({ register: registry });
 
+// prom-client answers the primary's "send me your metrics" only once an AggregatorRegistry was
+// constructed in the worker (that is where it adds its message listener)
+if (cluster.isWorker) new AggregatorRegistry();
+
 export const metrics = {
   requests: new Counter({
     name: 'http_requests_total',

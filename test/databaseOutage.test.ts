@@ -41,7 +41,7 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
       // the promise: an answer within 2 s, never a hang
       signal: AbortSignal.timeout(2000),
     });
-    const body = await res.json();
+    const body: any = await res.json();
     const headers = Object.fromEntries(res.headers);
     recordExchange({ method, url: path, status: res.status, headers, body });
     return { status: res.status, headers, body };
@@ -74,7 +74,7 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     expect(status).toBe(200);
     expect((await fetch(`${server.baseUrl}/readyz`)).status).toBe(200);
 
-    const names = (await call('GET', '/v1/sites')).body.data.map((s: { name: string }) => s.name);
+    const names = ((await call('GET', '/v1/sites')).body as { data: { name: string }[] }).data.map((s: { name: string }) => s.name);
     expect(names).toEqual(['Before the outage']);
     const retried = await call('POST', '/v1/sites', { body: { name: 'During the outage' }, idempotencyKey: 'outage-write' });
     expect(retried.status).toBe(201);

@@ -13,8 +13,9 @@ import { Measurement, PROFILE_DIR, Settings, Target } from './scenarios/context'
 import { readScenario, writeScenario } from './scenarios/readWrite';
 import { BATCH_SIZE, INGEST_CONNECTIONS, QUERY_CONNECTIONS, sensorReadingsScenario, StageResult } from './scenarios/sensorReadings';
 import { startScenario } from './scenarios/start';
+import { limitsScenario } from './scenarios/limits';
 
-const SCENARIOS = ['start', 'read', 'write', 'readings', 'growth'] as const;
+const SCENARIOS = ['start', 'read', 'write', 'readings', 'growth', 'limits'] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 const TEN_THOUSAND = 10_000;
@@ -126,6 +127,7 @@ function evaluate(rows: Measurement[], stages: { ten?: StageResult; growth?: Sta
   add('growth: ingest rate', '≥ 80% of the 10 thousand figure', stages.growth && stages.ten && stages.growth.ingest.median.readingsPerSec / stages.ten.ingest.median.readingsPerSec, (v) => v >= 0.8, pct);
   const apiRss = rows.filter((r) => r.subject.startsWith('api') || r.scenario === 'start').map((r) => r.peakRssMb ?? 0);
   add('server RSS', '≤ 200 MB through the whole run', apiRss.length ? Math.max(...apiRss) : undefined, (v) => v <= 200, (v) => `${v.toFixed(0)} MB peak`);
+  add('rate limiter (memory)', 'costs ≤ 10% of the read throughput', find('limits (sqlite)', 'memory')?.ratio, (v) => v >= 0.9, pct);
   add('start', '≤ 1 s to the first 200 from /healthz', find('start', 'first start')?.startMs, (v) => v <= 1000, (v) => `${v.toFixed(0)} ms (first start, median)`);
   const failures = rows.filter((r) => r.subject.startsWith('api')).reduce((n, r) => n + (r.failures ?? 0), 0);
   targets.push({ name: 'non-2xx', requirement: '0 in every API phase', measured: String(failures), met: failures === 0 && rows.length > 0 });
@@ -173,6 +175,7 @@ async function main(): Promise<void> {
     if (args.selected.has('start')) await attempt('start', async () => { rows.push(...(await startScenario(settings))); });
     if (args.selected.has('read')) await attempt('read', async () => { rows.push(...(await readScenario(settings))); });
     if (args.selected.has('write')) await attempt('write', async () => { rows.push(...(await writeScenario(settings))); });
+    if (args.selected.has('limits')) await attempt('limits', async () => { rows.push(...(await limitsScenario(settings))); });
     if (args.selected.has('readings') || args.selected.has('growth')) {
       const growth = args.selected.has('growth');
       const title = `query + ingest (${TEN_THOUSAND.toLocaleString('en-US')} stored)${growth ? ` and growth (${settings.growthReadings.toLocaleString('en-US')} stored)` : ''}`;

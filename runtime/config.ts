@@ -33,8 +33,11 @@ export interface RateLimitConfig {
   ingestBatchesPerMinute: number;
   /** Failed authentications per minute per client address before the address is refused. */
   authFailuresPerMinute: number;
-  /** Where the counters live; `auto`: Redis when REDIS_URL is set, else Postgres on Postgres, else memory. */
-  store: 'auto' | 'memory' | 'redis' | 'postgres';
+  /**
+   * Where the counters live; `auto`: Redis when REDIS_URL is set, else Postgres on Postgres, else
+   * memory. `off`: no limits and no RateLimit fields (a gateway in front limits instead).
+   */
+  store: 'auto' | 'memory' | 'redis' | 'postgres' | 'off';
   /** Prefix of the counters' keys, so that several deployments can share one Redis. */
   keyPrefix: string;
 }
@@ -60,7 +63,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       perMinute: integer(env, 'RATE_LIMIT_PER_MINUTE', 600, 1, 10_000_000),
       ingestBatchesPerMinute: integer(env, 'RATE_LIMIT_INGEST_BATCHES_PER_MINUTE', 60, 1, 10_000_000),
       authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES_PER_MINUTE', 30, 1, 10_000_000),
-      store: oneOf(env, 'RATE_LIMIT_STORE', 'auto', ['auto', 'memory', 'redis', 'postgres'] as const),
+      store: oneOf(env, 'RATE_LIMIT_STORE', 'auto', ['auto', 'memory', 'redis', 'postgres', 'off'] as const),
       keyPrefix: nonEmpty(env, 'RATE_LIMIT_KEY_PREFIX', 'fop'),
     },
     redisUrl: redisUrl(env),

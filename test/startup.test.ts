@@ -27,7 +27,7 @@ describe('configuration', () => {
     ['DATABASE_URL', 'mysql://x', 'DATABASE_URL="mysql://x" is invalid: expected sqlite:'],
     ['CORS_ORIGINS', 'not an origin', 'CORS_ORIGINS contains "not an origin"'],
     ['RATE_LIMIT_PER_MINUTE', '0', 'RATE_LIMIT_PER_MINUTE="0" is invalid: expected a whole number from 1 to 10000000'],
-    ['RATE_LIMIT_STORE', 'disk', 'RATE_LIMIT_STORE="disk" is invalid: expected one of auto, memory, redis, postgres'],
+    ['RATE_LIMIT_STORE', 'disk', 'RATE_LIMIT_STORE="disk" is invalid: expected one of auto, memory, redis, postgres, off'],
     ['REDIS_URL', 'localhost:6379', 'REDIS_URL="localhost:6379" is invalid: expected redis://host:6379'],
     ['TRUST_PROXY', 'everyone', 'TRUST_PROXY contains "everyone"'],
     ['WEB_CONCURRENCY', '0', 'WEB_CONCURRENCY="0" is invalid: expected a whole number from 1 to 256'],

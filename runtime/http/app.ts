@@ -143,8 +143,8 @@ export function createApp(config: Config, options: AppOptions): App {
 /**
  * Response headers a browser client may read (CORS hides all but a few by default): the request
  * id to quote in a report, the idempotency replay flag, the deprecation signals, the created
- * resource's address, and the rate-limit headers (Retry-After with 429; the IETF RateLimit
- * fields should a limiter send them).
+ * resource's address, and the rate-limit headers (Retry-After with 429 and 503; RateLimit-Policy
+ * and RateLimit on every /v1 answer; the older draft's three fields for clients that look for them).
  */
 export const CORS_EXPOSED_HEADERS = [
   'X-Request-Id', 'Idempotent-Replayed', 'Deprecation', 'Sunset', 'Link', 'Location', 'Allow', 'WWW-Authenticate',

@@ -85,6 +85,7 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
   }
 
   let redis: Redis | undefined;
+  let tableReady: Promise<void> | undefined;
   const pending: Promise<void>[] = [];
   const timers: RateLimiterPostgres[] = [];
 
@@ -115,17 +116,17 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
       // abusive client costs no Redis round trip
       return new RateLimiterRedis({ ...common, storeClient: redis, rejectIfRedisNotReady: true, insuranceLimiter: insurance, inMemoryBlockOnConsumed: points + 1 });
     }
-    let created!: () => void;
-    pending.push(new Promise<void>((resolve) => { created = resolve; }));
-    // the library owns this small table (CREATE TABLE IF NOT EXISTS on start); its rows are
-    // disposable counters, not data to back up
-    const pg = new RateLimiterPostgres(
-      { ...common, storeClient: db, storeType: 'knex', tableName: 'rate_limits', insuranceLimiter: insurance, inMemoryBlockOnConsumed: points + 1 },
-      (err?: Error) => {
-        if (err) logger.warn({ err: err.message }, 'rate-limit table not created yet: counting per process');
-        created();
-      },
-    );
+    // the counters' table is UNLOGGED: a counter update then writes no WAL (a logged table made
+    // every read request wait for a commit flush — measured, bench/README.md); counters lost in
+    // a Postgres crash only reset a minute's budget. Not a migration: the library owns its shape.
+    tableReady ??= createCountersTable(db).catch((err: Error) => {
+      logger.warn({ err: err.message }, 'rate-limit table not created yet: counting per process');
+    });
+    pending.push(tableReady);
+    const pg = new RateLimiterPostgres({
+      ...common, storeClient: db, storeType: 'knex', tableName: COUNTERS_TABLE, tableCreated: true,
+      insuranceLimiter: insurance, inMemoryBlockOnConsumed: points + 1,
+    });
     timers.push(pg);
     return pg;
   };
@@ -181,6 +182,18 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
       if (redis) await redis.quit().catch(() => redis!.disconnect());
     },
   };
+}
+
+const COUNTERS_TABLE = 'rate_limits';
+
+/** rate-limiter-flexible's table for its Postgres store (same columns), created UNLOGGED. */
+async function createCountersTable(db: Knex): Promise<void> {
+  try {
+    await db.raw(`CREATE UNLOGGED TABLE IF NOT EXISTS ${COUNTERS_TABLE} (key varchar(255) PRIMARY KEY, points integer NOT NULL DEFAULT 0, expire bigint)`);
+  } catch (err) {
+    // two processes creating it at once: the other one won
+    if (!['23505', '42P07'].includes((err as { code?: string }).code ?? '')) throw err;
+  }
 }
 
 async function consume(policy: Policy, key: string): Promise<{ over: boolean; result: RateLimiterRes }> {

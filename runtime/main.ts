@@ -36,7 +36,7 @@ async function main(): Promise<void> {
 }
 
 /**
- * Migrates and, on the first start, creates one key with every scope (decisions.md §1). Once
+ * Migrates and, on the first start, creates one key with every scope. Once
  * per start, in the process that forks the workers: the key is printed once, whatever
  * WEB_CONCURRENCY is. Returns what to print once the server listens.
  */

@@ -178,6 +178,7 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
       await Promise.race([Promise.all(pending), new Promise((r) => setTimeout(r, 3000).unref())]);
     },
     async close() {
+      await tableReady; // never rejects; the pool must not close under it
       for (const pg of timers) clearTimeout((pg as unknown as { _clearExpiredTimeoutId?: NodeJS.Timeout })._clearExpiredTimeoutId);
       if (redis) await redis.quit().catch(() => redis!.disconnect());
     },

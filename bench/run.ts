@@ -14,8 +14,9 @@ import { readScenario, writeScenario } from './scenarios/readWrite';
 import { BATCH_SIZE, INGEST_CONNECTIONS, QUERY_CONNECTIONS, sensorReadingsScenario, StageResult } from './scenarios/sensorReadings';
 import { startScenario } from './scenarios/start';
 import { deliveryScenario } from './scenarios/delivery';
+import { limitsScenario } from './scenarios/limits';
 
-const SCENARIOS = ['start', 'read', 'write', 'readings', 'growth', 'delivery'] as const;
+const SCENARIOS = ['start', 'read', 'write', 'readings', 'growth', 'delivery', 'limits'] as const;
 type ScenarioName = (typeof SCENARIOS)[number];
 
 const TEN_THOUSAND = 10_000;
@@ -147,6 +148,7 @@ function evaluate(rows: Measurement[], stages: { ten?: StageResult; growth?: Sta
   add('growth: ingest rate', '≥ 80% of the 10 thousand figure', stages.growth && stages.ten && stages.growth.ingest.median.readingsPerSec / stages.ten.ingest.median.readingsPerSec, (v) => v >= 0.8, pct);
   const apiRss = rows.filter((r) => r.subject.startsWith('api') || r.scenario === 'start').map((r) => r.peakRssMb ?? 0);
   add('server RSS', '≤ 200 MB through the whole run', apiRss.length ? Math.max(...apiRss) : undefined, (v) => v <= 200, (v) => `${v.toFixed(0)} MB peak`);
+  add('rate limiter (memory)', 'costs ≤ 10% of the read throughput', find('limits (sqlite)', 'memory')?.ratio, (v) => v >= 0.9, (v) => `${pct(Math.max(0, 1 - v))} (throughput ${pct(v)} of RATE_LIMIT_STORE=off)`);
   add('start', '≤ 1 s to the first 200 from /healthz', find('start', 'first start')?.startMs, (v) => v <= 1000, (v) => `${v.toFixed(0)} ms (first start, median)`);
   add('webhook delivery delay', 'p99 ≤ 1 s from commit', find('delivery', 'api: live')?.p99Ms, (v) => v <= 1000, (v) => `${fmt.ms(v)} ms`);
   const failures = rows.filter((r) => r.subject.startsWith('api')).reduce((n, r) => n + (r.failures ?? 0), 0);
@@ -196,6 +198,7 @@ async function main(): Promise<void> {
     if (args.selected.has('read')) await attempt('read', async () => { rows.push(...(await readScenario(settings))); });
     if (args.selected.has('write')) await attempt('write', async () => { rows.push(...(await writeScenario(settings))); });
     if (args.selected.has('delivery')) await attempt('delivery', async () => { rows.push(...(await deliveryScenario(settings))); });
+    if (args.selected.has('limits')) await attempt('limits', async () => { rows.push(...(await limitsScenario(settings))); });
     if (args.selected.has('readings') || args.selected.has('growth')) {
       const growth = args.selected.has('growth');
       const title = `query + ingest (${TEN_THOUSAND.toLocaleString('en-US')} stored)${growth ? ` and growth (${settings.growthReadings.toLocaleString('en-US')} stored)` : ''}`;

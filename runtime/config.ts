@@ -25,6 +25,33 @@ export interface Config {
   webhookAllowPrivateTargets: boolean;
   /** How long a worker holds a claimed delivery; a worker that dies leaves it to others after this. */
   webhookLeaseSeconds: number;
+  rateLimit: RateLimitConfig;
+  /** Redis for state shared by every server process (the rate limiter's counters); none when unset. */
+  redisUrl?: string;
+  /** express `trust proxy`: which proxies' X-Forwarded-For names the client address; none by default. */
+  trustProxy: boolean | number | string[];
+  /** How long a SIGTERM/SIGINT waits for requests in flight before the process exits anyway. */
+  shutdownTimeoutSeconds: number;
+  /** Worker processes serving one port (node's cluster module); 1 serves from the main process. */
+  webConcurrency: number;
+  /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
+  metricsToken?: string;
+}
+
+export interface RateLimitConfig {
+  /** Requests per minute per API key, every operation counted. */
+  perMinute: number;
+  /** Sensor-reading batches (POST /v1/sensor-readings) per minute per API key, counted besides perMinute. */
+  ingestBatchesPerMinute: number;
+  /** Failed authentications per minute per client address before the address is refused. */
+  authFailuresPerMinute: number;
+  /**
+   * Where the counters live; `auto`: Redis when REDIS_URL is set, else Postgres on Postgres, else
+   * memory. `off`: no limits and no RateLimit fields (a gateway in front limits instead).
+   */
+  store: 'auto' | 'memory' | 'redis' | 'postgres' | 'off';
+  /** Prefix of the counters' keys, so that several deployments can share one Redis. */
+  keyPrefix: string;
 }
 
 export class ConfigError extends Error {}
@@ -51,6 +78,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     corsOrigins: origins(env),
     ...webhookSettings(env),
+    rateLimit: {
+      perMinute: integer(env, 'RATE_LIMIT_PER_MINUTE', 600, 1, 10_000_000),
+      ingestBatchesPerMinute: integer(env, 'RATE_LIMIT_INGEST_BATCHES_PER_MINUTE', 60, 1, 10_000_000),
+      authFailuresPerMinute: integer(env, 'RATE_LIMIT_AUTH_FAILURES_PER_MINUTE', 30, 1, 10_000_000),
+      store: oneOf(env, 'RATE_LIMIT_STORE', 'auto', ['auto', 'memory', 'redis', 'postgres', 'off'] as const),
+      keyPrefix: nonEmpty(env, 'RATE_LIMIT_KEY_PREFIX', 'fop'),
+    },
+    redisUrl: redisUrl(env),
+    trustProxy: trustProxy(env),
+    shutdownTimeoutSeconds: integer(env, 'SHUTDOWN_TIMEOUT_SECONDS', 25, 1, 3600),
+    webConcurrency: integer(env, 'WEB_CONCURRENCY', 1, 1, 256),
+    metricsToken: raw(env, 'METRICS_TOKEN'),
   };
 }
 
@@ -125,6 +164,34 @@ function origins(env: NodeJS.ProcessEnv): string[] {
   for (const origin of list) {
     if (origin !== '*' && !/^https?:\/\/[^/\s]+$/.test(origin)) {
       throw new ConfigError(`CORS_ORIGINS contains ${JSON.stringify(origin)}: expected a comma-separated list of origins like https://app.example.com, or *`);
+    }
+  }
+  return list;
+}
+
+function redisUrl(env: NodeJS.ProcessEnv): string | undefined {
+  const value = raw(env, 'REDIS_URL');
+  if (value !== undefined && !/^rediss?:\/\/[^\s]+$/.test(value)) {
+    throw new ConfigError(`REDIS_URL=${JSON.stringify(value)} is invalid: expected redis://host:6379 or rediss://…`);
+  }
+  return value;
+}
+
+/**
+ * TRUST_PROXY: unset or `false` trusts no proxy (the client address is the TCP peer); `true`
+ * trusts every hop (only behind a proxy that overwrites X-Forwarded-For); a number trusts that
+ * many hops; otherwise a comma-separated list of addresses, CIDR ranges or express's names
+ * (`loopback`, `uniquelocal`, `linklocal`).
+ */
+function trustProxy(env: NodeJS.ProcessEnv): boolean | number | string[] {
+  const value = raw(env, 'TRUST_PROXY');
+  if (value === undefined || value === 'false') return false;
+  if (value === 'true') return true;
+  if (/^\d+$/.test(value)) return Number(value);
+  const list = value.split(',').map((v) => v.trim()).filter(Boolean);
+  for (const entry of list) {
+    if (!/^(loopback|uniquelocal|linklocal|[0-9a-fA-F.:]+(\/\d{1,3})?)$/.test(entry)) {
+      throw new ConfigError(`TRUST_PROXY contains ${JSON.stringify(entry)}: expected true, false, a number of hops, or addresses/CIDR ranges such as 10.0.0.0/8,loopback`);
     }
   }
   return list;

@@ -1,15 +1,21 @@
-import { loadConfig, ConfigError } from './config';
+import cluster from 'node:cluster';
+import pino, { Logger } from 'pino';
+import { loadConfig, ConfigError, Config } from './config';
 import { openDatabase } from './storage/database';
 import { migrateLatest } from './storage/migrate';
 import { createApp } from './http/app';
 import { ALL_SCOPES, createApiKey, DEFAULT_ORGANIZATION } from './auth/apiKeys';
 import { countApiKeys } from './storage/repositories/apiKeysRepository';
-import pino from 'pino';
 import { startDeliveryWorker } from './webhooks/deliveryWorker';
+import { BackgroundWork, exitGracefullyOnSignals } from './lifecycle/shutdown';
+import { runPrimary } from './lifecycle/cluster';
 
-/** `npm start`: validate the configuration, migrate, create the first key if none exists, listen. */
+/**
+ * `npm start`: validate the configuration, migrate, create the first key if none exists, listen.
+ * With WEB_CONCURRENCY > 1 this process does the first three and forks the workers that listen.
+ */
 async function main(): Promise<void> {
-  let config;
+  let config: Config;
   try {
     config = loadConfig();
   } catch (err) {
@@ -20,39 +26,68 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = pino({ level: config.logLevel });
+
+  if (cluster.isWorker) return serve(config, logger);
+
+  const announce = await prepareDatabase(config);
+  if (config.webConcurrency > 1) {
+    runPrimary({ workers: config.webConcurrency, logger, shutdownTimeoutSeconds: config.shutdownTimeoutSeconds, onFirstListening: announce });
+    return;
+  }
+  return serve(config, logger, announce);
+}
+
+/**
+ * Migrates and, on the first start, creates one key with every scope. Once
+ * per start, in the process that forks the workers: the key is printed once, whatever
+ * WEB_CONCURRENCY is. Returns what to print once the server listens.
+ */
+async function prepareDatabase(config: Config): Promise<(port: number) => void> {
   const database = openDatabase(config.databaseUrl);
-  await migrateLatest(database.knex);
-
-  // first start: one key with every scope, shown once (docs/architecture.md, "Running and configuration")
-  const bootstrap = (await countApiKeys(database.knex)) === 0
-    ? await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' })
-    : undefined;
-
-  const { app, close } = createApp(config, { db: database.knex, logger });
-  const webhookWorker = config.webhookWorker ? startDeliveryWorker({ db: database.knex, settings: config, logger }) : undefined;
-  const server = app.listen(config.port, config.host, () => {
-    const address = server.address();
-    const port = address && typeof address === 'object' ? address.port : config.port;
-    if (bootstrap) {
+  try {
+    await migrateLatest(database.knex);
+    const bootstrap = (await countApiKeys(database.knex)) === 0
+      ? await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' })
+      : undefined;
+    return (port) => {
+      if (!bootstrap) return;
       process.stdout.write(
         `\nNo API key existed, so one was created with every scope in organization "${DEFAULT_ORGANIZATION}" (id ${bootstrap.key.id}).\n` +
           `It is shown only this once:\n\n  ${bootstrap.secret}\n\nTry it:\n\n` +
           `  curl -s -H "Authorization: Bearer ${bootstrap.secret}" http://${config.host}:${port}/v1/sites\n\n`,
       );
-    }
-    logger.info({ address: `http://${config.host}:${port}`, database: database.dialect }, 'listening');
+    };
+  } finally {
+    await database.close();
+  }
+}
+
+/** Serves the API in this process until SIGTERM/SIGINT, then drains and exits. */
+async function serve(config: Config, logger: Logger, announce?: (port: number) => void): Promise<void> {
+  const database = openDatabase(config.databaseUrl);
+  const { app, ready, close } = createApp(config, { db: database.knex, logger });
+  await ready();
+
+  // Everything that runs beside the requests, stopped on shutdown before the database closes.
+  // The webhook delivery engine finishes the attempts it has in flight (every process runs one
+  // unless WEBHOOK_WORKER=off; they share the work through leases in the database).
+  const webhookWorker = config.webhookWorker ? startDeliveryWorker({ db: database.knex, settings: config, logger }) : undefined;
+  const background: BackgroundWork[] = [
+    { name: 'purges and rate limiter', stop: close },
+    ...(webhookWorker ? [{ name: 'webhook deliveries', stop: () => webhookWorker.stop() }] : []),
+  ];
+
+  const server = app.listen(config.port, config.host, () => {
+    const address = server.address();
+    const port = address && typeof address === 'object' ? address.port : config.port;
+    announce?.(port);
+    logger.info({ address: `http://${config.host}:${port}`, database: database.dialect, ...(cluster.isWorker ? { worker: cluster.worker?.id } : {}) }, 'listening');
   });
   server.on('error', (err) => {
     console.error(`Cannot listen on ${config.host}:${config.port}: ${err.message} (set PORT or HOST)`);
     process.exit(1);
   });
-  const shutdown = () => {
-    close();
-    server.close(() => Promise.resolve(webhookWorker?.stop()).then(() => database.close()).then(() => process.exit(0)));
-    setTimeout(() => process.exit(0), 5000).unref();
-  };
-  process.on('SIGINT', shutdown);
-  process.on('SIGTERM', shutdown);
+  exitGracefullyOnSignals({ server, logger, timeoutSeconds: config.shutdownTimeoutSeconds, background, closeDatabase: () => database.close() });
 }
 
 main().catch((err) => {

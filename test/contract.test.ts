@@ -10,7 +10,8 @@ const site = {
   id: 'site_8f3k2m9q4t7w1x5z6c0v2b8n', name: 'North Substation', address: null, latitude: null, longitude: null,
   geofenceRadiusMeters: 100, timezone: null, createdAt: '2026-11-22T04:19:50.123Z', updatedAt: '2026-11-22T04:19:50.123Z',
 };
-const json = { 'content-type': 'application/json; charset=utf-8', 'x-request-id': 'req_00000000000000000000' };
+const rateLimit = { 'ratelimit-policy': '"per-key";q=600;w=60', ratelimit: '"per-key";r=599;t=42' };
+const json = { 'content-type': 'application/json; charset=utf-8', 'x-request-id': 'req_00000000000000000000', ...rateLimit };
 const exchange = (over: Partial<RecordedExchange>): RecordedExchange => ({
   method: 'get', url: `/v1/sites/${site.id}`, status: 200, headers: json, body: site, ...over,
 });
@@ -19,7 +20,7 @@ describe('the contract check every test response goes through (test/support/cont
   it('accepts a faithful response', () => {
     expect(checkExchange(exchange({}))).toEqual([]);
     expect(checkExchange(exchange({ method: 'post', url: '/v1/sites', status: 201, headers: { ...json, location: `/v1/sites/${site.id}` } }))).toEqual([]);
-    expect(checkExchange(exchange({ method: 'delete', status: 204, headers: { 'x-request-id': 'req_1' }, body: {} }))).toEqual([]);
+    expect(checkExchange(exchange({ method: 'delete', status: 204, headers: { 'x-request-id': 'req_1', ...rateLimit }, body: {} }))).toEqual([]);
     expect(checkExchange(exchange({ url: '/v2/sites', status: 404, body: { error: 'No route', code: 'NOT_FOUND', requestId: 'req_1' } }))).toEqual([]);
   });
 
@@ -36,7 +37,7 @@ describe('the contract check every test response goes through (test/support/cont
     expect(checkExchange(exchange({ body: withoutCreatedAt }))).toEqual([expect.stringContaining("must have required property 'createdAt'")]);
     expect(checkExchange(exchange({ status: 404, body: { message: 'not found' } }))).toEqual([expect.stringContaining('getSite 404 schema')]);
     expect(checkExchange(exchange({ method: 'delete', status: 204, body: { deleted: true } }))).toEqual([expect.stringContaining('has a body, the contract declares none')]);
-    expect(checkExchange(exchange({ headers: { 'x-request-id': 'r', 'content-type': 'text/html' } }))).toEqual([expect.stringContaining('Content-Type is text/html')]);
+    expect(checkExchange(exchange({ headers: { 'x-request-id': 'r', 'content-type': 'text/html', ...rateLimit } }))).toEqual([expect.stringContaining('Content-Type is text/html')]);
   });
 
   it('fails a missing declared header', () => {
@@ -44,6 +45,8 @@ describe('the contract check every test response goes through (test/support/cont
     expect(checkExchange(exchange({ headers: { 'content-type': 'application/json' } }))).toEqual([
       expect.stringContaining('no X-Request-Id header'),
       expect.stringContaining('declared header X-Request-Id is missing'),
+      expect.stringContaining('declared header RateLimit-Policy is missing'),
+      expect.stringContaining('declared header RateLimit is missing'),
     ]);
   });
 

@@ -122,7 +122,7 @@ describeEachDatabase('errors', (t) => {
     }
   });
 
-  it('one structured log line per request, with the key id and never the secret', async () => {
+  it('one structured log line per request, with the key and organization ids, the rate-limit outcome and never the secret', async () => {
     const lines: string[] = [];
     const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
     const app = createApp(loadConfig(TEST_ENV), { db: t.db.knex, logger: pino({ level: 'info' }, sink), purgeIntervalMs: 0 });
@@ -132,6 +132,7 @@ describeEachDatabase('errors', (t) => {
     expect(requests).toEqual([expect.objectContaining({
       requestId: res.headers['x-request-id'], method: 'GET', route: '/v1/sites', operationId: 'listSites', status: 200,
       durationMs: expect.any(Number), apiKeyId: expect.stringMatching(/^key_/),
+      organizationId: expect.stringMatching(/^org_/), rateLimit: 'allowed',
     })]);
     expect(lines.join('')).not.toContain(t.auth.slice('Bearer '.length));
   });
@@ -146,8 +147,9 @@ describeEachDatabase('413 PAYLOAD_TOO_LARGE', (t) => {
 }, { MAX_BODY_BYTES: '1024' });
 
 describeEachDatabase('public routes', (t) => {
-  it('GET /healthz checks the database', async () => {
-    expect((await t.http.get('/healthz').expect(200)).body).toEqual({ status: 'ok', database: 'ok' });
+  it('GET /healthz answers while the process lives; GET /readyz checks the database and its migrations', async () => {
+    expect((await t.http.get('/healthz').expect(200)).body).toEqual({ status: 'ok' });
+    expect((await t.http.get('/readyz').expect(200)).body).toEqual({ status: 'ok', database: 'ok', migrations: 'current' });
   });
 
   it('serves both contract documents without a key', async () => {

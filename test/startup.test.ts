@@ -15,6 +15,8 @@ describe('configuration', () => {
       idempotencyLeaseSeconds: 60, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
       eventsRetentionDays: 30, webhookWorker: true, webhookTimeoutSeconds: 10, webhookAllowPrivateTargets: false, webhookLeaseSeconds: 60,
       webhookRetrySchedule: [0, 5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000, 36000],
+      rateLimit: { perMinute: 600, ingestBatchesPerMinute: 60, authFailuresPerMinute: 30, store: 'auto', keyPrefix: 'fop' },
+      redisUrl: undefined, trustProxy: false, shutdownTimeoutSeconds: 25, webConcurrency: 1, metricsToken: undefined,
     });
   });
 
@@ -33,6 +35,11 @@ describe('configuration', () => {
     ['WEBHOOK_RETRY_SCHEDULE', '5,10', 'start the list with 0'],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'yes', 'WEBHOOK_ALLOW_PRIVATE_TARGETS="yes" is invalid: expected one of true, false'],
     ['WEBHOOK_LEASE_SECONDS', '5', 'WEBHOOK_LEASE_SECONDS=5 is invalid: it must be longer than WEBHOOK_TIMEOUT_SECONDS (10)'],
+    ['RATE_LIMIT_PER_MINUTE', '0', 'RATE_LIMIT_PER_MINUTE="0" is invalid: expected a whole number from 1 to 10000000'],
+    ['RATE_LIMIT_STORE', 'disk', 'RATE_LIMIT_STORE="disk" is invalid: expected one of auto, memory, redis, postgres, off'],
+    ['REDIS_URL', 'localhost:6379', 'REDIS_URL="localhost:6379" is invalid: expected redis://host:6379'],
+    ['TRUST_PROXY', 'everyone', 'TRUST_PROXY contains "everyone"'],
+    ['WEB_CONCURRENCY', '0', 'WEB_CONCURRENCY="0" is invalid: expected a whole number from 1 to 256'],
   ])('%s=%s is refused with a line naming it', (name, value, message) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);

@@ -18,6 +18,9 @@ import { contextOf } from './requestContext';
 import { publicRoutes } from './publicRoutes';
 import { contractDocument } from './contractDocuments';
 import { precompileRoutes } from './routeTable';
+import { createRateLimits, RateLimits } from './rateLimit';
+import { observeDatabasePool } from '../observability/metrics';
+import { requestMetrics } from './requestMetrics';
 
 export interface AppOptions {
   /** The database the app uses (already migrated); the caller closes it. */
@@ -36,8 +39,11 @@ export interface AppOptions {
 
 export interface App {
   app: Express;
-  /** Stops background work (the purge timer). Does not close the database. */
-  close(): void;
+  rateLimits: RateLimits;
+  /** Resolves once the rate limiter's store is usable (or after a short wait: it falls back to memory meanwhile). */
+  ready(): Promise<void>;
+  /** Stops background work (the purge timer) and the rate limiter's Redis connection. Does not close the database. */
+  close(): Promise<void>;
 }
 
 /**
@@ -54,6 +60,8 @@ export function createApp(config: Config, options: AppOptions): App {
     idempotency: { ttlSeconds: config.idempotencyTtlSeconds, leaseSeconds: config.idempotencyLeaseSeconds },
     maxBodyBytes: config.maxBodyBytes,
   };
+  const rateLimits = createRateLimits({ config: config.rateLimit, db: options.db, redisUrl: config.redisUrl, keyPrefix: config.rateLimit.keyPrefix, logger });
+  observeDatabasePool(options.db);
 
   const api = new OpenAPIBackend({
     definition: structuredClone(contractDocument) as never, // openapi-backend dereferences in place
@@ -67,9 +75,10 @@ export function createApp(config: Config, options: AppOptions): App {
     handlers[operationId] = (c, req, res) =>
       runOperation(deps, operationId, c.security!.bearerAuth as Principal, c.request.params as Record<string, string>, req, res);
   }
-  // authentication is openapi-backend's security handler for the contract's bearerAuth scheme;
-  // its result (the principal) or its error reaches the operation through the context
-  api.registerSecurityHandler('bearerAuth', (_c: Context, req: Request) => authenticate(deps.db, req.headers.authorization));
+  // authentication and rate limits are openapi-backend's security handler for the contract's
+  // bearerAuth scheme; its result (the principal) or its error reaches the operation through the context
+  api.registerSecurityHandler('bearerAuth', (c: Context, req: Request, res: Response) =>
+    rateLimits.admit(req, res, c.operation!.operationId!, () => authenticate(deps.db, req.headers.authorization)));
   api.register({
     ...handlers,
     postRoutingHandler: async (c: Context, _req: Request, res: Response) => {
@@ -80,7 +89,8 @@ export function createApp(config: Config, options: AppOptions): App {
     },
     unauthorizedHandler: async (c: Context) => {
       const failure = (c.security?.bearerAuth as { error?: unknown } | undefined)?.error;
-      throw failure instanceof ApiError ? failure : unauthenticated();
+      // an ApiError (401, 429) as it is; anything else (the database unreachable) is rendered as such, not as a 401
+      throw failure instanceof Error ? failure : unauthenticated();
     },
     notFound: async (_c: Context, req: Request) => {
       throw new ApiError('NOT_FOUND', `No route ${req.method} ${req.path}`);
@@ -100,9 +110,11 @@ export function createApp(config: Config, options: AppOptions): App {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.set('trust proxy', config.trustProxy);
   app.use(requestLog(logger));
+  app.use(requestMetrics());
   if (config.corsOrigins.length) app.use(corsFor(config.corsOrigins));
-  app.use(publicRoutes(options.db));
+  app.use(publicRoutes(options.db, { metricsToken: config.metricsToken }));
   app.use((req: Request, res: Response, next: NextFunction) => {
     api
       // HEAD is GET without the body (Node drops it): route it as GET
@@ -117,14 +129,22 @@ export function createApp(config: Config, options: AppOptions): App {
     'idempotency purge': () => purgeExpiredIdempotencyKeys(options.db),
     'event purge': () => purgeExpiredEvents(options.db, config.eventsRetentionDays),
   });
-  return { app, close: stopPurge };
+  return {
+    app,
+    rateLimits,
+    ready: () => rateLimits.ready(),
+    close: async () => {
+      stopPurge();
+      await rateLimits.close();
+    },
+  };
 }
 
 /**
  * Response headers a browser client may read (CORS hides all but a few by default): the request
  * id to quote in a report, the idempotency replay flag, the deprecation signals, the created
- * resource's address, and the rate-limit headers (Retry-After with 429; the IETF RateLimit
- * fields should a limiter send them).
+ * resource's address, and the rate-limit headers (Retry-After with 429 and 503; RateLimit-Policy
+ * and RateLimit on every /v1 answer; the older draft's three fields for clients that look for them).
  */
 export const CORS_EXPOSED_HEADERS = [
   'X-Request-Id', 'Idempotent-Replayed', 'Deprecation', 'Sunset', 'Link', 'Location', 'Allow', 'WWW-Authenticate',

@@ -1,7 +1,11 @@
 import type { NextFunction, Request, Response } from 'express';
 import { ApiError, errorBody, validationError } from '../errors';
 import { MalformedCursorError } from '../cursor';
+import { isDatabaseUnavailable } from '../storage/databaseErrors';
 import { contextOf } from './requestContext';
+
+/** Seconds a client is asked to wait before retrying while the database is unreachable. */
+export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 /**
  * The one place that renders errors: `{error, code, details?, requestId}` with the error's
@@ -11,7 +15,9 @@ import { contextOf } from './requestContext';
 export function renderError(err: unknown, req: Request, res: Response, _next: NextFunction): void {
   const { requestId, log } = contextOf(res);
   const apiError = toApiError(err);
-  if (apiError.status >= 500) log.error({ err, requestId }, 'request failed');
+  contextOf(res).errorCode = apiError.code;
+  if (apiError.code === 'SERVICE_UNAVAILABLE') log.warn({ err: (err as Error)?.message, requestId }, 'database unavailable');
+  else if (apiError.status >= 500) log.error({ err, requestId }, 'request failed');
   if (res.headersSent) {
     res.end();
     return;
@@ -23,6 +29,11 @@ function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   // cursors arrive only as the `cursor` query parameter of list operations
   if (err instanceof MalformedCursorError) return validationError(err.message, [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
+  if (isDatabaseUnavailable(err)) {
+    return new ApiError('SERVICE_UNAVAILABLE', 'The database is unreachable; retry later (with the same Idempotency-Key for a write)', undefined, {
+      'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
+    });
+  }
   // a path segment with a broken %-escape (`/v1/users/%ZZ`), met while the router decodes it
   if (err instanceof URIError) return new ApiError('VALIDATION_ERROR', 'The URL has a malformed percent-encoding');
   const e = err as { type?: string; status?: number } | undefined;

@@ -1,19 +1,45 @@
 import path from 'node:path';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { Router } from 'express';
 import type { Knex } from 'knex';
-import { ApiError } from '../errors';
+import { ApiError, unauthenticated } from '../errors';
+import { pendingMigrations } from '../storage/migrate';
+import { metricsText, METRICS_CONTENT_TYPE } from '../observability/metrics';
+import { DATABASE_RETRY_AFTER_SECONDS } from './errorRendering';
 import { contractDocument, sdkContractDocument } from './contractDocuments';
 
-/** Routes that need no API key: health, the two contract documents, the reference page and its icon. */
-export function publicRoutes(db: Knex): Router {
+/**
+ * Routes that need no API key: liveness and readiness, metrics (a token of their own when
+ * METRICS_TOKEN is set), the two contract documents, the reference page and its icon.
+ */
+export function publicRoutes(db: Knex, options: { metricsToken?: string } = {}): Router {
   const router = Router();
 
-  router.get('/healthz', async (_req, res, next) => {
+  // liveness: the process answers; nothing else is checked, so a database outage does not get
+  // a healthy process restarted
+  router.get('/healthz', (_req, res) => { res.json({ status: 'ok' }); });
+  // readiness: the database answers and has every migration this code expects
+  router.get('/readyz', async (_req, res, next) => {
+    const unavailable = (message: string) =>
+      new ApiError('SERVICE_UNAVAILABLE', message, undefined, { 'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS) });
+    let pending: string[];
     try {
-      await db.raw('select 1');
-      res.json({ status: 'ok', database: 'ok' });
+      pending = await pendingMigrations(db);
     } catch {
-      next(new ApiError('SERVICE_UNAVAILABLE', 'Database is not reachable'));
+      return next(unavailable('The database is unreachable'));
+    }
+    if (pending.length) return next(unavailable(`The database lacks ${pending.length} migration(s): ${pending.join(', ')}`));
+    res.json({ status: 'ok', database: 'ok', migrations: 'current' });
+  });
+  router.get('/metrics', async (req, res, next) => {
+    if (options.metricsToken !== undefined && !bearerMatches(req.headers.authorization, options.metricsToken)) {
+      return next(unauthenticated('GET /metrics needs Authorization: Bearer <METRICS_TOKEN>'));
+    }
+    try {
+      const text = await metricsText();
+      res.type(METRICS_CONTENT_TYPE).send(text);
+    } catch (err) {
+      next(err);
     }
   });
   router.get('/openapi.json', (_req, res) => { res.json(contractDocument); });
@@ -66,3 +92,11 @@ const DOCS_PAGE = `<!doctype html>
 </body>
 </html>
 `;
+
+/** Compares hashes so that the comparison takes the same time whatever the token's length. */
+function bearerMatches(authorization: string | undefined, token: string): boolean {
+  const match = /^Bearer +(\S+)$/i.exec(authorization?.trim() ?? '');
+  if (!match) return false;
+  const digest = (s: string) => createHash('sha256').update(s).digest();
+  return timingSafeEqual(digest(match[1]), digest(token));
+}

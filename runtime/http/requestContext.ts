@@ -12,8 +12,13 @@ export interface RequestContext {
   /** The matched operation and its path template, once routed. */
   operationId?: string;
   route?: string;
-  /** The API key, once authenticated. */
+  /** The API key and its organization, once authenticated. */
   apiKeyId?: string;
+  organizationId?: string;
+  /** The rate limiter's verdict: `allowed`, `limited:<policy>`, or none when no limit applied. */
+  rateLimit?: string;
+  /** The stable code of the error answer, if any (for metrics). */
+  errorCode?: string;
 }
 
 export function startContext(res: Response, context: RequestContext): RequestContext {

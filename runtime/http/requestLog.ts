@@ -5,8 +5,8 @@ import { startContext } from './requestContext';
 
 /**
  * Gives every request an id (`X-Request-Id` on every response) and writes one structured log
- * line when it ends: request id, method, route template, operation, status, duration and the
- * API key id. Never a secret, a body or a query string.
+ * line when it ends: request id, method, route template, operation, status, duration, the
+ * API key and organization ids and the rate-limit outcome. Never a secret, a body or a query string.
  */
 export function requestLog(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
@@ -23,6 +23,9 @@ export function requestLog(logger: Logger) {
         status: res.statusCode,
         durationMs: Number(process.hrtime.bigint() - started) / 1e6,
         apiKeyId: context.apiKeyId ?? null,
+        organizationId: context.organizationId ?? null,
+        // allowed, limited:<policy> or null when no limit applied (public routes, unknown paths)
+        rateLimit: context.rateLimit ?? null,
       }, 'request');
     });
     next();

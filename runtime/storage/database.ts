@@ -51,10 +51,15 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
     });
     return { knex: db, dialect: 'sqlite', close: () => db.destroy() };
   }
+  // When Postgres cannot be reached, a request must fail fast (503 within 2 s) instead of
+  // waiting for knex's default 60 s acquire timeout: a connection attempt gives up after 1 s,
+  // waiting for a free pool connection after 1.5 s. Keepalive notices a dead peer on idle
+  // connections; the pool discards broken connections and reconnects on its own.
   const db = knex({
     client: 'pg',
-    connection: url,
+    connection: { connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true },
     searchPath: options.schema ? [options.schema] : undefined,
+    acquireConnectionTimeout: 1500,
     pool: { min: 0, max: options.poolMax ?? 10 },
   });
   return { knex: db, dialect: 'postgres', close: () => db.destroy() };

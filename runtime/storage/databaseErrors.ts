@@ -34,3 +34,22 @@ export function isUniqueViolation(db: Knex, err: unknown): boolean {
   if (dialectOf(db) === 'postgres') return code === '23505';
   return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 }
+
+/**
+ * True when `err` says the database cannot be reached right now (connection refused, reset or
+ * timed out, no pool connection within the acquire timeout, the server shutting down or out of
+ * connections), as opposed to an error of the statement itself. Such a request answers
+ * 503 SERVICE_UNAVAILABLE and is safe to retry; the pool reconnects by itself.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { name?: string; code?: string; message?: string };
+  if (e.name === 'KnexTimeoutError') return true;
+  if (e.code && NETWORK_CODES.has(e.code)) return true;
+  // SQLSTATE class 08 (connection exception), 57P01–57P03 (shutdown, cannot connect now), 53300 (too many connections)
+  if (e.code && /^(08...|57P0[123]|53300)$/.test(e.code)) return true;
+  // node-postgres reports a dropped connection by message only
+  return typeof e.message === 'string' && /Connection terminated|connection timeout|Client has encountered a connection error|Connection is closed/i.test(e.message);
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);

@@ -34,3 +34,9 @@ export async function migrateLatest(db: Knex): Promise<string[]> {
   const [, applied] = await db.migrate.latest({ migrationSource });
   return applied as string[];
 }
+
+/** Names of the migrations this code knows that the database has not applied yet. */
+export async function pendingMigrations(db: Knex): Promise<string[]> {
+  const [, pending] = await db.migrate.list({ migrationSource });
+  return (pending as { file?: string }[]).map((m) => (typeof m === 'string' ? m : String(m.file ?? m)));
+}

@@ -53,7 +53,7 @@ export function takeContractViolations(): string[] {
   return problems;
 }
 
-const PUBLIC = /^\/(healthz|openapi\.json|openapi-sdk\.json|docs|favicon\.ico)(\/|$)/;
+const PUBLIC = /^\/(healthz|readyz|metrics|openapi\.json|openapi-sdk\.json|docs|favicon\.ico)(\/|$)/;
 
 /**
  * Headers the server sends on every answer that declares them. The others a contract
@@ -61,7 +61,7 @@ const PUBLIC = /^\/(healthz|openapi\.json|openapi-sdk\.json|docs|favicon\.ico)(\
  * deprecated operation), so they are required only when the contract says `required: true`;
  * when present they must match their schema either way.
  */
-const ALWAYS_SENT = new Set(['x-request-id', 'location', 'www-authenticate', 'allow', 'retry-after']);
+const ALWAYS_SENT = new Set(['x-request-id', 'location', 'www-authenticate', 'allow', 'retry-after', 'ratelimit-policy', 'ratelimit']);
 
 /** The contract's verdict on one recorded response: an empty list when it is faithful. */
 export function checkExchange(r: RecordedExchange): string[] {
@@ -77,10 +77,12 @@ export function checkExchange(r: RecordedExchange): string[] {
 
   // HEAD is answered as GET without a body (app.ts): same operation, same statuses
   const isHead = r.method.toUpperCase() === 'HEAD';
-  const match = router.router.matchOperation({ method: isHead ? 'get' : r.method.toLowerCase(), path, headers: {} });
+  // a path that cannot be percent-decoded reaches no operation: the server refuses it (400) before routing
+  const decodable = (() => { try { decodeURIComponent(path); return true; } catch { return false; } })();
+  const match = decodable ? router.router.matchOperation({ method: isHead ? 'get' : r.method.toLowerCase(), path, headers: {} }) : undefined;
   if (!match) {
-    // no operation: only the router's own answers (unknown path, method not offered) are allowed
-    if (![404, 405].includes(r.status)) problems.push(`${where}: no operation matches and the status is not 404/405`);
+    // no operation: only the router's own answers (unknown path, method not offered, undecodable path) are allowed
+    if (![404, 405].includes(r.status) && !(r.status === 400 && !decodable)) problems.push(`${where}: no operation matches and the status is not 404/405`);
     if (!sharedResponseValidators.Error(r.body)) problems.push(`${where}: body is not an Error`);
     if (r.status === 405 && !header('allow')) problems.push(`${where}: 405 without an Allow header`);
     return problems;

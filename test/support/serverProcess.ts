@@ -14,6 +14,8 @@ export interface ServerProcess {
   pid: number;
   /** What the process printed (stdout and stderr), for a failure message. */
   output(): string;
+  /** Resolves when the process has exited, with its exit code and signal. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop(): Promise<void>;
 }
 
@@ -73,12 +75,14 @@ async function startOn(port: number, options: StartOptions): Promise<ServerProce
   };
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exitedWith = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = exitedWith.then(() => undefined);
 
   const server: ServerProcess = {
     baseUrl: `http://127.0.0.1:${port}`,
     pid: child.pid!,
     output: () => output,
+    exited: exitedWith,
     stop: () => stop(child, exited),
   };
   try {

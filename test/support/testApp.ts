@@ -43,7 +43,16 @@ export interface TestContext {
   anotherApp(env?: NodeJS.ProcessEnv): { http: TestClient; close(): Promise<void> };
 }
 
-export const TEST_ENV: NodeJS.ProcessEnv = { LOG_LEVEL: 'silent' };
+/**
+ * The suites send hundreds of requests with one key (and some with bad keys) within a minute:
+ * limits far above that keep them from being throttled. test/rateLimit.test.ts sets small ones.
+ */
+export const TEST_ENV: NodeJS.ProcessEnv = {
+  LOG_LEVEL: 'silent',
+  RATE_LIMIT_PER_MINUTE: '1000000',
+  RATE_LIMIT_INGEST_BATCHES_PER_MINUTE: '1000000',
+  RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: '1000000',
+};
 
 /**
  * Runs `suite` once per test database (SQLite, and Postgres when TEST_DATABASE_URL is set),
@@ -69,14 +78,14 @@ export function describeEachDatabase(title: string, suite: (ctx: TestContext) =>
         ctx.anotherApp = (moreEnv = {}) => {
           const other = ctx.db.openAnother();
           const app = createApp(loadConfig({ ...TEST_ENV, ...env, ...moreEnv }), { db: other.knex, purgeIntervalMs: 0 });
-          const close = async () => { app.close(); await other.close(); };
+          const close = async () => { await app.close(); await other.close(); };
           cleanups.push(close);
           return { http: testClient(app.app), close };
         };
       });
       afterAll(async () => {
         for (const cleanup of cleanups) await cleanup().catch(() => undefined);
-        ctx.app?.close();
+        await ctx.app?.close();
         await ctx.db?.destroy();
       });
       suite(ctx);

@@ -1,0 +1,238 @@
+import type { Request, Response } from 'express';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import ipaddr from 'ipaddr.js';
+import { Redis } from 'ioredis';
+import { RateLimiterAbstract, RateLimiterMemory, RateLimiterPostgres, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { RateLimitConfig } from '../config';
+import { ApiError } from '../errors';
+import type { Principal } from '../auth/apiKeys';
+import { dialectOf } from '../storage/databaseErrors';
+import { metrics } from '../observability/metrics';
+import { contextOf } from './requestContext';
+
+/**
+ * Rate limits (rate-limiter-flexible), counted where every server process sees the same
+ * numbers when there is more than one: Redis when REDIS_URL is set, the Postgres store when the
+ * API runs on Postgres without Redis, process memory otherwise (one process on SQLite needs no
+ * setup; several processes on SQLite without Redis each count on their own, see README).
+ *
+ * Three policies, each a fixed one-minute window:
+ * - `per-key`: every request of an API key;
+ * - `ingest`: sensor-reading batches of an API key (one point per batch, whatever its size),
+ *   counted besides `per-key` because a batch costs far more than a read;
+ * - `auth-failures`: failed authentications per client address. Once an address has used up
+ *   this budget, every /v1 request from it is refused until the window ends, a valid key
+ *   included — otherwise a guesser would still tell a right guess (200) from a wrong one.
+ *
+ * The answers carry the `RateLimit-Policy` and `RateLimit` fields of
+ * draft-ietf-httpapi-ratelimit-headers-10 (Structured Field Lists of String items with
+ * `q`/`w` and `r`/`t` parameters). A store that fails (Redis or Postgres down) falls back to a
+ * per-process memory limiter with the same budgets, so the limiter never takes the API down.
+ */
+
+export type RateLimitStore = 'memory' | 'redis' | 'postgres' | 'off';
+
+export const INGEST_OPERATION = 'ingestSensorReadings';
+const WINDOW_SECONDS = 60;
+
+interface Policy {
+  name: 'per-key' | 'ingest' | 'auth-failures';
+  quota: number;
+  limiter: RateLimiterAbstract;
+}
+
+export interface RateLimitsOptions {
+  config: RateLimitConfig;
+  db: Knex;
+  redisUrl?: string;
+  /** Prefix of every counter's key: keeps deployments (or test runs) sharing one Redis apart. */
+  keyPrefix: string;
+  logger: Logger;
+}
+
+export interface RateLimits {
+  readonly store: RateLimitStore;
+  /**
+   * Authenticates the request's key and counts it against its budgets; throws 429 RATE_LIMITED
+   * over a budget, and counts a failed authentication against the client address. Sets the
+   * RateLimit fields on `res` either way.
+   */
+  admit(req: Request, res: Response, operationId: string, authenticate: () => Promise<Principal>): Promise<Principal>;
+  /** Resolves once the store is usable (Redis connected, the Postgres table created), or after a short wait. */
+  ready(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function chooseStore(config: RateLimitConfig, db: Knex, redisUrl: string | undefined): RateLimitStore {
+  if (config.store !== 'auto') return config.store;
+  if (redisUrl) return 'redis';
+  return dialectOf(db) === 'postgres' ? 'postgres' : 'memory';
+}
+
+export function createRateLimits(options: RateLimitsOptions): RateLimits {
+  const { config, db, logger } = options;
+  const store = chooseStore(config, db, options.redisUrl);
+  if (store === 'redis' && !options.redisUrl) throw new Error('RATE_LIMIT_STORE=redis needs REDIS_URL');
+  if (store === 'postgres' && dialectOf(db) !== 'postgres') throw new Error('RATE_LIMIT_STORE=postgres needs a Postgres DATABASE_URL');
+  if (store === 'off') {
+    const admitWithoutLimits = async (_req: Request, res: Response, _operationId: string, authenticate: () => Promise<Principal>) => {
+      const principal = await authenticate();
+      contextOf(res).apiKeyId = principal.keyId;
+      contextOf(res).organizationId = principal.orgId;
+      return principal;
+    };
+    return { store, admit: admitWithoutLimits, ready: async () => undefined, close: async () => undefined };
+  }
+
+  let redis: Redis | undefined;
+  let tableReady: Promise<void> | undefined;
+  const pending: Promise<void>[] = [];
+  const timers: RateLimiterPostgres[] = [];
+
+  if (store === 'redis') {
+    // no offline queue: while Redis is away a command fails at once and the memory insurance
+    // answers, instead of requests queueing behind a reconnect
+    redis = new Redis(options.redisUrl!, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 });
+    let warned = 0;
+    redis.on('error', (err) => {
+      if (Date.now() - warned > 30_000) {
+        warned = Date.now();
+        logger.warn({ err: err.message }, 'Redis unavailable: rate limits are counted per process until it returns');
+      }
+    });
+    const client = redis;
+    pending.push(new Promise<void>((resolve) => {
+      if (client.status === 'ready') resolve();
+      client.once('ready', () => resolve());
+    }));
+  }
+
+  const limiter = (name: Policy['name'], points: number): RateLimiterAbstract => {
+    const common = { keyPrefix: `${options.keyPrefix}:${name}`, points, duration: WINDOW_SECONDS };
+    const insurance = new RateLimiterMemory(common);
+    if (store === 'memory') return insurance;
+    if (store === 'redis') {
+      // a key over its budget is refused from process memory until the window ends: an
+      // abusive client costs no Redis round trip
+      return new RateLimiterRedis({ ...common, storeClient: redis, rejectIfRedisNotReady: true, insuranceLimiter: insurance, inMemoryBlockOnConsumed: points + 1 });
+    }
+    // the counters' table is UNLOGGED: a counter update then writes no WAL (a logged table made
+    // every read request wait for a commit flush — measured, bench/README.md); counters lost in
+    // a Postgres crash only reset a minute's budget. Not a migration: the library owns its shape.
+    tableReady ??= createCountersTable(db).catch((err: Error) => {
+      logger.warn({ err: err.message }, 'rate-limit table not created yet: counting per process');
+    });
+    pending.push(tableReady);
+    const pg = new RateLimiterPostgres({
+      ...common, storeClient: db, storeType: 'knex', tableName: COUNTERS_TABLE, tableCreated: true,
+      insuranceLimiter: insurance, inMemoryBlockOnConsumed: points + 1,
+    });
+    timers.push(pg);
+    return pg;
+  };
+
+  const perKey: Policy = { name: 'per-key', quota: config.perMinute, limiter: limiter('per-key', config.perMinute) };
+  const ingest: Policy = { name: 'ingest', quota: config.ingestBatchesPerMinute, limiter: limiter('ingest', config.ingestBatchesPerMinute) };
+  const authFailures: Policy = { name: 'auth-failures', quota: config.authFailuresPerMinute, limiter: limiter('auth-failures', config.authFailuresPerMinute) };
+
+  async function admit(req: Request, res: Response, operationId: string, authenticate: () => Promise<Principal>): Promise<Principal> {
+    const address = clientAddress(req);
+    // the address check and the key lookup are independent: run them side by side
+    const [failures, outcome] = await Promise.all([
+      authFailures.limiter.get(address),
+      authenticate().then((principal) => ({ principal }), (error: unknown) => ({ error })),
+    ]);
+    if (failures && failures.consumedPoints >= authFailures.quota) {
+      setFields(res, [[authFailures, failures]]);
+      throw limited(res, [[authFailures, failures]], 'Too many failed authentications from this address');
+    }
+    if ('error' in outcome) {
+      if (outcome.error instanceof ApiError && outcome.error.code === 'UNAUTHENTICATED') {
+        const counted = await consume(authFailures, address);
+        setFields(res, [[authFailures, counted.result]]);
+        if (counted.over) throw limited(res, [[authFailures, counted.result]], 'Too many failed authentications from this address');
+      }
+      throw outcome.error;
+    }
+    const principal = outcome.principal;
+    contextOf(res).apiKeyId = principal.keyId;
+    contextOf(res).organizationId = principal.orgId;
+    const policies = operationId === INGEST_OPERATION ? [perKey, ingest] : [perKey];
+    const results = await Promise.all(policies.map((p) => consume(p, principal.keyId)));
+    const pairs = policies.map((p, i) => [p, results[i].result] as const);
+    setFields(res, pairs);
+    const over = pairs.filter((_, i) => results[i].over);
+    if (over.length) {
+      throw limited(res, over, over.some(([p]) => p.name === 'ingest')
+        ? `Rate limit exceeded: ${ingest.quota} sensor-reading batches per minute for this API key`
+        : `Rate limit exceeded: ${perKey.quota} requests per minute for this API key`);
+    }
+    contextOf(res).rateLimit = 'allowed';
+    return principal;
+  }
+
+  return {
+    store,
+    admit,
+    async ready() {
+      await Promise.race([Promise.all(pending), new Promise((r) => setTimeout(r, 3000).unref())]);
+    },
+    async close() {
+      await tableReady; // never rejects; the pool must not close under it
+      for (const pg of timers) clearTimeout((pg as unknown as { _clearExpiredTimeoutId?: NodeJS.Timeout })._clearExpiredTimeoutId);
+      if (redis) await redis.quit().catch(() => redis!.disconnect());
+    },
+  };
+}
+
+const COUNTERS_TABLE = 'rate_limits';
+
+/** rate-limiter-flexible's table for its Postgres store (same columns), created UNLOGGED. */
+async function createCountersTable(db: Knex): Promise<void> {
+  try {
+    await db.raw(`CREATE UNLOGGED TABLE IF NOT EXISTS ${COUNTERS_TABLE} (key varchar(255) PRIMARY KEY, points integer NOT NULL DEFAULT 0, expire bigint)`);
+  } catch (err) {
+    // two processes creating it at once: the other one won
+    if (!['23505', '42P07'].includes((err as { code?: string }).code ?? '')) throw err;
+  }
+}
+
+async function consume(policy: Policy, key: string): Promise<{ over: boolean; result: RateLimiterRes }> {
+  try {
+    return { over: false, result: await policy.limiter.consume(key) };
+  } catch (err) {
+    if (err instanceof RateLimiterRes) return { over: true, result: err };
+    throw err; // the store failed and so did its insurance: not a verdict
+  }
+}
+
+type Counted = readonly (readonly [Policy, RateLimiterRes])[];
+
+const resetSeconds = (r: RateLimiterRes) => Math.max(1, Math.ceil(r.msBeforeNext / 1000));
+
+function setFields(res: Response, counted: Counted): void {
+  res.setHeader('RateLimit-Policy', counted.map(([p]) => `"${p.name}";q=${p.quota};w=${WINDOW_SECONDS}`).join(', '));
+  res.setHeader('RateLimit', counted.map(([p, r]) => `"${p.name}";r=${r.remainingPoints};t=${resetSeconds(r)}`).join(', '));
+}
+
+function limited(res: Response, over: Counted, message: string): ApiError {
+  contextOf(res).rateLimit = `limited:${over.map(([p]) => p.name).join(',')}`;
+  for (const [p] of over) metrics.rateLimited.inc({ policy: p.name });
+  const retryAfter = Math.max(...over.map(([, r]) => resetSeconds(r)));
+  return new ApiError('RATE_LIMITED', `${message}; retry after ${retryAfter} s`, undefined, { 'Retry-After': String(retryAfter) });
+}
+
+/**
+ * The address failed authentications are counted against: the client as express sees it
+ * (TRUST_PROXY decides whether X-Forwarded-For counts), IPv4-mapped IPv6 as IPv4, and IPv6 by
+ * its /64 — one host usually holds a whole /64 and could otherwise rotate addresses freely.
+ */
+export function clientAddress(req: Request): string {
+  const raw = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+  if (!ipaddr.isValid(raw)) return raw;
+  const address = ipaddr.process(raw);
+  if (address.kind() === 'ipv4') return address.toString();
+  const parts = (address as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16));
+  return `${parts.join(':')}::/64`;
+}

@@ -1,0 +1,102 @@
+import cluster from 'node:cluster';
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client';
+
+/**
+ * Prometheus metrics (prom-client). Every metric lives in prom-client's default registry,
+ * exported here as `registry`: other modules register their own counters and gauges on it
+ * (`new Counter({ name, help, registers: [registry] })`) and they appear on GET /metrics.
+ *
+ * With WEB_CONCURRENCY > 1 each worker counts on its own; the worker that answers /metrics asks
+ * the primary process, which sums every worker's registry (prom-client's AggregatorRegistry).
+ */
+export const registry = register;
+
+collectDefaultMetrics({ register: registry });
+
+// prom-client answers the primary's "send me your metrics" only once an AggregatorRegistry was
+// constructed in the worker (that is where it adds its message listener)
+if (cluster.isWorker) new AggregatorRegistry();
+
+export const metrics = {
+  requests: new Counter({
+    name: 'http_requests_total',
+    help: 'Answered /v1 requests by operationId and status (operation "none" when no operation matched)',
+    labelNames: ['operation', 'status'] as const,
+    registers: [registry],
+  }),
+  duration: new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from the request to the end of its answer, by operationId and status',
+    labelNames: ['operation', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  }),
+  inFlight: new Gauge({ name: 'http_requests_in_flight', help: 'Requests being answered now', registers: [registry] }),
+  idempotentReplays: new Counter({ name: 'idempotent_replays_total', help: 'Writes answered with a stored answer (Idempotent-Replayed: true)', registers: [registry] }),
+  idempotencyConflicts: new Counter({
+    name: 'idempotency_conflicts_total',
+    help: '409 IDEMPOTENCY_KEY_REUSED and IDEMPOTENCY_IN_PROGRESS answers, by code',
+    labelNames: ['code'] as const,
+    registers: [registry],
+  }),
+  rateLimited: new Counter({
+    name: 'rate_limited_requests_total',
+    help: 'Requests refused with 429 RATE_LIMITED, by the policy that refused them',
+    labelNames: ['policy'] as const,
+    registers: [registry],
+  }),
+};
+
+/** Database pool use, read when /metrics is scraped. One pool per process. */
+export function observeDatabasePool(db: Knex): void {
+  const pool = (db.client as { pool?: { numUsed(): number; numFree(): number; numPendingAcquires(): number; max: number } }).pool;
+  registry.removeSingleMetric('db_pool_connections');
+  new Gauge({
+    name: 'db_pool_connections',
+    help: 'Database pool connections: used, free, pending (requests waiting for one) and max',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      const p = (db.client as { pool?: typeof pool }).pool ?? pool;
+      if (!p) return;
+      this.set({ state: 'used' }, p.numUsed());
+      this.set({ state: 'free' }, p.numFree());
+      this.set({ state: 'pending' }, p.numPendingAcquires());
+      this.set({ state: 'max' }, p.max);
+    },
+  });
+}
+
+/** The text of GET /metrics: this process's registry, or every worker's summed in a cluster. */
+export async function metricsText(): Promise<string> {
+  if (!cluster.isWorker || !process.send) return registry.metrics();
+  const id = randomUUID();
+  return new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => { process.off('message', onMessage); reject(new Error('the primary process did not answer the metrics request')); }, 5000);
+    const onMessage = (message: { type?: string; id?: string; text?: string; error?: string }) => {
+      if (message?.type !== 'fop:metrics-reply' || message.id !== id) return;
+      clearTimeout(timer);
+      process.off('message', onMessage);
+      if (message.error !== undefined) reject(new Error(message.error));
+      else resolve(message.text ?? '');
+    };
+    process.on('message', onMessage);
+    process.send!({ type: 'fop:metrics-request', id });
+  });
+}
+
+/** In the primary of a cluster: answers the workers' metrics requests with the sum of all workers. */
+export function serveClusterMetrics(): void {
+  const aggregator = new AggregatorRegistry();
+  cluster.on('message', (worker, message: { type?: string; id?: string }) => {
+    if (message?.type !== 'fop:metrics-request') return;
+    aggregator.clusterMetrics().then(
+      (text) => worker.send({ type: 'fop:metrics-reply', id: message.id, text }),
+      (err: Error) => worker.send({ type: 'fop:metrics-reply', id: message.id, error: err.message }),
+    );
+  });
+}
+
+export const METRICS_CONTENT_TYPE = registry.contentType;

@@ -1,0 +1,133 @@
+import net from 'node:net';
+import { testDatabases, TestDatabase } from './support/databases';
+import { startServerProcess, ServerProcess } from './support/serverProcess';
+import { recordExchange } from './support/contractCheck';
+import { createApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
+import { aRequestId } from './support/testApp';
+
+/**
+ * Postgres goes away and comes back, through a TCP proxy between a real server process and the
+ * shared Postgres: the test cuts every connection and refuses new ones, then restores it.
+ */
+const postgres = testDatabases.find((d) => d.name === 'postgres');
+if (!postgres) console.info('Database outage test skipped: it needs Postgres (set TEST_DATABASE_URL).');
+
+(postgres ? describe : describe.skip)('the database goes away and comes back [postgres]', () => {
+  let db: TestDatabase;
+  let proxy: CuttableProxy;
+  let server: ServerProcess;
+  let auth: string;
+
+  beforeAll(async () => {
+    db = await postgres!.create();
+    const target = new URL(db.url);
+    proxy = await CuttableProxy.start(target.hostname, Number(target.port || 5432));
+    const viaProxy = new URL(db.url);
+    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    auth = `Bearer ${(await createApiKey(db.knex, { scopes: ALL_SCOPES })).secret}`;
+    server = await startServerProcess({ databaseUrl: viaProxy.toString() });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    await proxy?.close();
+    await db?.destroy();
+  });
+
+  async function call(method: string, path: string, options: { body?: unknown; idempotencyKey?: string } = {}) {
+    const res = await fetch(`${server.baseUrl}${path}`, {
+      method,
+      headers: { Authorization: auth, 'Content-Type': 'application/json', ...(options.idempotencyKey ? { 'Idempotency-Key': options.idempotencyKey } : {}) },
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      // the promise: an answer within 2 s, never a hang
+      signal: AbortSignal.timeout(2000),
+    });
+    const body: any = await res.json();
+    const headers = Object.fromEntries(res.headers);
+    recordExchange({ method, url: path, status: res.status, headers, body });
+    return { status: res.status, headers, body };
+  }
+
+  it('answers 503 SERVICE_UNAVAILABLE with Retry-After within 2 s, recovers by itself, loses no acknowledged write, and a 503 write retries with its key', async () => {
+    const before = await call('POST', '/v1/sites', { body: { name: 'Before the outage' } });
+    expect(before.status).toBe(201);
+
+    proxy.cut();
+    const read = await call('GET', '/v1/sites');
+    expect(read).toMatchObject({ status: 503, body: { error: expect.any(String), code: 'SERVICE_UNAVAILABLE', requestId: aRequestId() } });
+    expect(read.headers['retry-after']).toMatch(/^\d+$/);
+    expect(JSON.stringify(read.body)).not.toMatch(/ECONN|terminated|pg|knex/i);
+    const write = await call('POST', '/v1/sites', { body: { name: 'During the outage' }, idempotencyKey: 'outage-write' });
+    expect(write.status).toBe(503);
+    expect(write.headers['retry-after']).toMatch(/^\d+$/);
+    const ready = await fetch(`${server.baseUrl}/readyz`, { signal: AbortSignal.timeout(2000) });
+    expect(ready.status).toBe(503);
+    expect(ready.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200); // alive: nothing to restart
+
+    proxy.restore();
+    // recovers by itself: the pool reconnects on the next requests
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 200; i++) {
+      status = (await call('GET', '/v1/sites')).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(status).toBe(200);
+    expect((await fetch(`${server.baseUrl}/readyz`)).status).toBe(200);
+
+    const names = ((await call('GET', '/v1/sites')).body as { data: { name: string }[] }).data.map((s: { name: string }) => s.name);
+    expect(names).toEqual(['Before the outage']);
+    const retried = await call('POST', '/v1/sites', { body: { name: 'During the outage' }, idempotencyKey: 'outage-write' });
+    expect(retried.status).toBe(201);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
+    const replayed = await call('POST', '/v1/sites', { body: { name: 'During the outage' }, idempotencyKey: 'outage-write' });
+    expect(replayed).toMatchObject({ status: 201, body: retried.body, headers: { 'idempotent-replayed': 'true' } });
+    expect(server.output()).not.toMatch(/"level":50/); // no 500 logged
+  });
+});
+
+/** A TCP proxy on a fixed local port; cut() drops every connection and refuses new ones. */
+class CuttableProxy {
+  private sockets = new Set<net.Socket>();
+  private server?: net.Server;
+
+  private constructor(private readonly host: string, private readonly targetPort: number, public port = 0) {}
+
+  static async start(host: string, targetPort: number): Promise<CuttableProxy> {
+    const proxy = new CuttableProxy(host, targetPort);
+    await proxy.listen();
+    return proxy;
+  }
+
+  private listen(): Promise<void> {
+    const server = net.createServer((client) => {
+      const upstream = net.connect(this.targetPort, this.host);
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    this.server = server;
+    return new Promise((resolve) => server.listen(this.port, '127.0.0.1', () => {
+      this.port = (server.address() as net.AddressInfo).port;
+      resolve();
+    }));
+  }
+
+  cut(): void {
+    this.server?.close();
+    this.server = undefined;
+    for (const s of this.sockets) s.destroy();
+  }
+
+  restore(): Promise<void> {
+    return this.listen();
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+  }
+}

@@ -1,0 +1,110 @@
+import http from 'node:http';
+import { testDatabases, TestDatabase } from './support/databases';
+import { startServerProcess, ServerProcess } from './support/serverProcess';
+import { createApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
+
+/**
+ * Real server processes: SIGTERM drains the requests in flight, and WEB_CONCURRENCY runs
+ * several workers on one port with the bootstrap key printed once. Each on SQLite, and on
+ * Postgres when TEST_DATABASE_URL is set.
+ */
+for (const kind of testDatabases) {
+  describe(`process lifecycle [${kind.name}]`, () => {
+    let db: TestDatabase;
+    const servers: ServerProcess[] = [];
+    beforeAll(async () => {
+      db = await kind.create();
+    });
+    afterAll(async () => {
+      await Promise.all(servers.map((s) => s.stop()));
+      await db?.destroy();
+    });
+
+    it('SIGTERM: a write still arriving when the signal comes is answered and stored, new connections are refused, exit 0', async () => {
+      const { secret } = await createApiKey(db.knex, { scopes: ALL_SCOPES });
+      const server = await startServerProcess({ databaseUrl: db.url, env: { SHUTDOWN_TIMEOUT_SECONDS: '20' } });
+      servers.push(server);
+      const exited = server.exited;
+      const body = JSON.stringify({ name: 'Written during shutdown' });
+      const url = new URL('/v1/sites', server.baseUrl);
+
+      // a slow client: the headers and half the body now, the rest after the signal
+      const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = http.request(url, {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Idempotency-Key': 'during-shutdown' },
+        }, (res) => {
+          let text = '';
+          res.on('data', (c) => { text += c; });
+          res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+        });
+        req.on('error', reject);
+        req.write(body.slice(0, 10));
+        setTimeout(() => {
+          process.kill(server.pid, 'SIGTERM');
+          // the listener is closed at once: a new connection is refused while the write is still open
+          waitUntilRefused(server.baseUrl).then(() => req.end(body.slice(10)), reject);
+        }, 300);
+      });
+
+      const { status, body: text } = await answer;
+      expect(status).toBe(201);
+      const created = JSON.parse(text);
+      expect(created).toMatchObject({ name: 'Written during shutdown' });
+      expect(await exited).toEqual({ code: 0, signal: null });
+      const row = await db.knex('sites').where({ id: created.id }).first();
+      expect(row).toMatchObject({ name: 'Written during shutdown' });
+      expect(server.output()).not.toMatch(/shutdown timeout/);
+    });
+
+    it('WEB_CONCURRENCY=2: two workers on one port, the bootstrap key printed once, SIGTERM stops them all with 0', async () => {
+      const fresh = await kind.create();
+      try {
+        const server = await startServerProcess({ databaseUrl: fresh.url, env: { WEB_CONCURRENCY: '2', LOG_LEVEL: 'info' } });
+        servers.push(server);
+        const exited = server.exited;
+        await waitFor(() => (server.output().match(/"msg":"listening"/g) ?? []).length === 2, 20_000);
+        const secrets = server.output().match(/fop_[A-Za-z0-9_-]{43}/g) ?? [];
+        expect(new Set(secrets).size).toBe(1); // one key, in the message and its curl line
+        expect(server.output().match(/No API key existed/g)).toHaveLength(1);
+        expect(Number((await fresh.knex('api_keys').count({ n: '*' }))[0].n)).toBe(1);
+        const workers = new Set(server.output().split('\n').flatMap((l) => { try { const j = JSON.parse(l); return j.msg === 'listening' ? [j.pid] : []; } catch { return []; } }));
+        expect(workers.size).toBe(2);
+        expect(workers.has(server.pid)).toBe(false); // the primary serves nothing itself
+
+        // both workers answer: requests on separate connections spread over them
+        const statuses = await Promise.all(Array.from({ length: 20 }, (_, i) =>
+          fetch(`${server.baseUrl}/v1/sites`, { method: 'POST', headers: { Authorization: `Bearer ${secrets[0]}`, 'Content-Type': 'application/json', Connection: 'close' }, body: JSON.stringify({ name: `site ${i}` }) }).then((r) => r.status)));
+        expect(statuses).toEqual(Array(20).fill(201));
+        const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text();
+        // the primary sums every worker's counters
+        expect(metrics).toMatch(/http_requests_total\{operation="createSite",status="201"\} 20/);
+
+        process.kill(server.pid, 'SIGTERM');
+        expect(await exited).toEqual({ code: 0, signal: null });
+      } finally {
+        await fresh.destroy();
+      }
+    });
+  });
+}
+
+async function waitUntilRefused(baseUrl: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    try {
+      await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(500), headers: { Connection: 'close' } });
+    } catch {
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('the server kept accepting connections after SIGTERM');
+}
+
+async function waitFor(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

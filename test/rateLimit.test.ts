@@ -1,0 +1,200 @@
+import { randomBytes } from 'node:crypto';
+import { createApp, App } from '../runtime/http/app';
+import { loadConfig } from '../runtime/config';
+import { createApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
+import { testDatabases, TestDatabase } from './support/databases';
+import { testClient, TestClient, anError } from './support/testApp';
+
+/**
+ * Rate limits with small budgets, once per store: memory (always), Postgres (TEST_DATABASE_URL)
+ * and Redis (TEST_REDIS_URL). Each app gets its own key prefix, so runs sharing one Redis or
+ * one database never count each other's requests.
+ */
+const redisUrl = process.env.TEST_REDIS_URL;
+const postgres = testDatabases.find((d) => d.name === 'postgres');
+const sqlite = testDatabases.find((d) => d.name === 'sqlite')!;
+
+const LIMITS = {
+  LOG_LEVEL: 'silent',
+  RATE_LIMIT_PER_MINUTE: '5',
+  RATE_LIMIT_INGEST_BATCHES_PER_MINUTE: '2',
+  RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: '3',
+  TRUST_PROXY: 'loopback', // lets a test choose its client address with X-Forwarded-For
+};
+
+const stores = [
+  { store: 'memory', database: sqlite, env: {} },
+  { store: 'postgres', database: postgres, env: {} },
+  { store: 'redis', database: sqlite, env: { REDIS_URL: redisUrl } },
+] as const;
+
+if (!postgres) console.info('Rate limits on the Postgres store skipped: set TEST_DATABASE_URL to run them.');
+if (!redisUrl) console.info('Rate limits on the Redis store skipped: set TEST_REDIS_URL=redis://127.0.0.1:6379 to run them.');
+
+describe('the contract declares the limits on every operation', () => {
+  // a guard for operations added later: re-run the command in README "Rate limits" if this fails
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const openapi = require('../generated/openapi.json');
+  const resolve = (node: any): any => (node?.$ref ? node.$ref.slice(2).split('/').reduce((n: any, k: string) => n[k], openapi) : node);
+  const operations = Object.entries<any>(openapi.paths).filter(([path]) => path.startsWith('/v1/'))
+    .flatMap(([path, item]) => Object.entries<any>(item).filter(([m]) => m !== 'parameters').map(([method, op]) => [`${method} ${path}`, op] as const));
+
+  it.each(operations)('%s: 429 and 503, and RateLimit-Policy/RateLimit on every answer but 503', (_name, op) => {
+    expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['429', '503']));
+    for (const [status, response] of Object.entries<any>(op.responses)) {
+      const headers = Object.keys(resolve(response).headers ?? {});
+      if (status === '503') expect(headers).toEqual(expect.arrayContaining(['Retry-After']));
+      else expect(headers).toEqual(expect.arrayContaining(['RateLimit-Policy', 'RateLimit']));
+    }
+    expect(Object.keys(resolve(op.responses['429']).headers)).toEqual(expect.arrayContaining(['Retry-After']));
+  });
+
+  it('declares /healthz and /readyz as public', () => {
+    expect(openapi.paths['/healthz'].get.security).toEqual([]);
+    expect(openapi.paths['/readyz'].get.security).toEqual([]);
+    expect(Object.keys(openapi.paths['/readyz'].get.responses)).toEqual(['200', '503']);
+  });
+});
+
+for (const { store, database, env } of stores) {
+  const skip = !database || (store === 'redis' && !redisUrl);
+  (skip ? describe.skip : describe)(`rate limits [${store} store]`, () => {
+    let db: TestDatabase;
+    const apps: App[] = [];
+    const extraDbs: { close(): Promise<void> }[] = [];
+    let prefix: string;
+
+    /** An app on the test database; `anotherPool` gives it its own connection pool, as a second process has. */
+    async function app(options: { prefix?: string; more?: Record<string, string>; anotherPool?: boolean } = {}): Promise<TestClient> {
+      const config = loadConfig({ ...LIMITS, ...env, RATE_LIMIT_STORE: store, RATE_LIMIT_KEY_PREFIX: options.prefix ?? prefix, ...options.more });
+      let knex = db.knex;
+      if (options.anotherPool) {
+        const other = db.openAnother();
+        extraDbs.push(other);
+        knex = other.knex;
+      }
+      const created = createApp(config, { db: knex, purgeIntervalMs: 0 });
+      apps.push(created);
+      await created.ready();
+      expect(created.rateLimits.store).toBe(store);
+      return testClient(created.app);
+    }
+    const newKey = async () => `Bearer ${(await createApiKey(db.knex, { scopes: ALL_SCOPES })).secret}`;
+
+    beforeAll(async () => {
+      db = await database!.create();
+    });
+    beforeEach(() => {
+      prefix = `test-${randomBytes(6).toString('hex')}`;
+    });
+    afterAll(async () => {
+      for (const a of apps) await a.close();
+      for (const d of extraDbs) await d.close();
+      await db?.destroy();
+    });
+
+    it('every /v1 answer carries RateLimit-Policy and RateLimit; over the budget 429 RATE_LIMITED with Retry-After', async () => {
+      const http = await app();
+      const auth = await newKey();
+      for (let i = 1; i <= 5; i++) {
+        const res = await http.get('/v1/sites').set('Authorization', auth).expect(200);
+        expect(res.headers['ratelimit-policy']).toBe('"per-key";q=5;w=60');
+        expect(res.headers.ratelimit).toMatch(new RegExp(`^"per-key";r=${5 - i};t=([1-9]|[1-5][0-9]|60)$`));
+      }
+      const refused = await http.get('/v1/sites').set('Authorization', auth).expect(429);
+      expect(refused.body).toEqual(anError('RATE_LIMITED', { error: expect.stringMatching(/^Rate limit exceeded: 5 requests per minute for this API key; retry after \d+ s$/) }));
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(60);
+      expect(refused.headers.ratelimit).toMatch(/^"per-key";r=0;t=\d+$/);
+      // another key of the same organization has its own budget
+      await http.get('/v1/sites').set('Authorization', await newKey()).expect(200);
+    });
+
+    it('a 429 is never stored as the idempotent answer: the same Idempotency-Key runs once the budget allows', async () => {
+      const http = await app();
+      const auth = await newKey();
+      for (let i = 0; i < 5; i++) await http.get('/v1/sites').set('Authorization', auth).expect(200);
+      const body = { name: `Rate-limited site ${prefix}` };
+      await http.post('/v1/sites').set('Authorization', auth).set('Idempotency-Key', 'limited-once').send(body).expect(429);
+      // a fresh budget (another prefix: counters of their own) for the same key and database
+      const later = await app({ prefix: `${prefix}-later` });
+      const created = await later.post('/v1/sites').set('Authorization', auth).set('Idempotency-Key', 'limited-once').send(body).expect(201);
+      expect(created.headers['idempotent-replayed']).toBeUndefined();
+      const replay = await later.post('/v1/sites').set('Authorization', auth).set('Idempotency-Key', 'limited-once').send(body).expect(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.body).toEqual(created.body);
+      const sites = await later.get('/v1/sites').set('Authorization', auth).expect(200);
+      expect(sites.body.data.filter((s: { name: string }) => s.name === body.name)).toHaveLength(1);
+    });
+
+    it('sensor ingestion has its own smaller budget, counted per batch whatever its size', async () => {
+      const http = await app();
+      const auth = await newKey();
+      const site = await http.post('/v1/sites').set('Authorization', auth).send({ name: 'Telemetry site' }).expect(201);
+      const batch = (n: number, minute: number) => ({
+        readings: Array.from({ length: n }, (_, i) => ({
+          provider: 'p', sensorExternalId: 's', siteId: site.body.id, metric: 'm', value: i, unit: 'C',
+          occurredAt: new Date(Date.UTC(2026, 0, 1, 0, minute, i)).toISOString(),
+        })),
+      });
+      const first = await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(50, 0)).expect(201);
+      expect(first.headers['ratelimit-policy']).toBe('"per-key";q=5;w=60, "ingest";q=2;w=60');
+      expect(first.headers.ratelimit).toMatch(/^"per-key";r=3;t=\d+, "ingest";r=1;t=\d+$/);
+      await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(1, 1)).expect(201);
+      const refused = await http.post('/v1/sensor-readings').set('Authorization', auth).send(batch(1, 2)).expect(429);
+      expect(refused.body.error).toMatch(/^Rate limit exceeded: 2 sensor-reading batches per minute for this API key/);
+      expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+      // reads still have budget left (5 per key: the site and 3 batches so far)
+      const read = await http.get('/v1/sites').set('Authorization', auth).expect(200);
+      expect(read.headers.ratelimit).toMatch(/^"per-key";r=0;t=\d+$/);
+    });
+
+    it('failed authentication is limited per client address; then even a valid key from that address gets 429', async () => {
+      const http = await app();
+      const auth = await newKey();
+      const from = (address: string) => ({ 'X-Forwarded-For': address });
+      for (let i = 1; i <= 3; i++) {
+        const res = await http.get('/v1/sites').set(from('203.0.113.7')).set('Authorization', `Bearer fop_wrong${i}`).expect(401);
+        expect(res.headers['ratelimit-policy']).toBe('"auth-failures";q=3;w=60');
+        expect(res.headers.ratelimit).toMatch(new RegExp(`^"auth-failures";r=${3 - i};t=\\d+$`));
+      }
+      const blocked = await http.get('/v1/sites').set(from('203.0.113.7')).set('Authorization', auth).expect(429);
+      expect(blocked.body.error).toMatch(/^Too many failed authentications from this address/);
+      expect(blocked.headers['retry-after']).toMatch(/^\d+$/);
+      // another address, and the same key from it, are unaffected
+      await http.get('/v1/sites').set(from('198.51.100.20')).set('Authorization', auth).expect(200);
+      // IPv6 clients are counted per /64: another address in the same /64 is the same client
+      for (let i = 0; i < 3; i++) await http.get('/v1/sites').set(from('2001:db8:1:2::1')).set('Authorization', 'Bearer fop_wrong').expect(401);
+      await http.get('/v1/sites').set(from('2001:db8:1:2:ffff::9')).set('Authorization', auth).expect(429);
+      await http.get('/v1/sites').set(from('2001:db8:1:3::1')).set('Authorization', auth).expect(200);
+    });
+
+    if (store !== 'memory') {
+      it('two server processes (each its own pool and store connection) share one budget', async () => {
+        const a = await app({ anotherPool: true });
+        const b = await app({ anotherPool: true });
+        const auth = await newKey();
+        for (let i = 0; i < 3; i++) await a.get('/v1/sites').set('Authorization', auth).expect(200);
+        const fromB = await b.get('/v1/sites').set('Authorization', auth).expect(200);
+        expect(fromB.headers.ratelimit).toMatch(/^"per-key";r=1;t=\d+$/);
+        await b.get('/v1/sites').set('Authorization', auth).expect(200);
+        await a.get('/v1/sites').set('Authorization', auth).expect(429);
+        await b.get('/v1/sites').set('Authorization', auth).expect(429);
+        if (store === 'postgres') {
+          // disposable counters: no WAL for them
+          const table = await db.knex.raw(`select relpersistence from pg_class where oid = 'rate_limits'::regclass`);
+          expect(table.rows[0].relpersistence).toBe('u');
+        }
+      });
+    } else {
+      it('the memory store counts per process (documented: use Redis or Postgres for several processes)', async () => {
+        const a = await app();
+        const b = await app();
+        const auth = await newKey();
+        for (let i = 0; i < 5; i++) await a.get('/v1/sites').set('Authorization', auth).expect(200);
+        await a.get('/v1/sites').set('Authorization', auth).expect(429);
+        await b.get('/v1/sites').set('Authorization', auth).expect(200);
+      });
+    }
+  });
+}

@@ -1,4 +1,6 @@
 import { describeEachDatabase } from './support/testApp';
+import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
+import { startDeliveryWorker, DeliveryWorker } from '../runtime/webhooks/deliveryWorker';
 
 describeEachDatabase('GET /metrics', (t) => {
   it('Prometheus text: requests by operation and status, duration, in flight, replays, idempotency 409s, database pool', async () => {
@@ -28,3 +30,43 @@ describeEachDatabase('GET /metrics', (t) => {
     expect(ok.text).toMatch(/^# TYPE http_requests_total counter$/m);
   });
 });
+
+describeEachDatabase('GET /metrics: webhook deliveries', (t) => {
+  const HOOKS = '/v1/integrations/webhooks/subscriptions';
+  let receiver: WebhookReceiver;
+  let worker: DeliveryWorker;
+  beforeAll(async () => {
+    receiver = await startWebhookReceiver();
+    worker = startDeliveryWorker({ db: t.db.knex, settings: t.config, pollIntervalMs: 50 });
+    t.onClose(async () => {
+      await worker.stop();
+      await receiver.close();
+    });
+  });
+  const metric = async (line: RegExp) => {
+    const text = (await t.http.get('/metrics').expect(200)).text;
+    const match = text.match(line);
+    return match ? Number(match[1]) : 0;
+  };
+
+  it('counts attempts by outcome and reports the undelivered backlog', async () => {
+    const subscribe = async (path: string) =>
+      (await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: receiver.url + path, eventTypes: ['checkin.created'] }).expect(201)).body;
+    const succeededBefore = await metric(/^webhook_delivery_attempts_total\{outcome="succeeded"\} (\d+)$/m);
+    await subscribe('/ok');
+    const held = await subscribe('/held');
+    await t.http.patch(`${HOOKS}/${held.id}`).set('Authorization', t.auth).send({ status: 'paused' }).expect(200);
+
+    await t.http.post('/v1/checkins').set('Authorization', t.auth).send({ userId: 'auth0|metrics', siteId: 'site_metered' }).expect(201);
+    await receiver.waitFor(1, { path: '/ok' });
+    // the outcome is stored (and counted) just after the receiver answered
+    let succeeded = succeededBefore;
+    for (let i = 0; i < 50 && succeeded === succeededBefore; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      succeeded = await metric(/^webhook_delivery_attempts_total\{outcome="succeeded"\} (\d+)$/m);
+    }
+    expect(succeeded).toBe(succeededBefore + 1);
+    // the paused subscription's delivery waits: it is the backlog
+    expect(await metric(/^webhook_deliveries_pending (\d+)$/m)).toBe(1);
+  });
+}, { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });

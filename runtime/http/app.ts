@@ -19,7 +19,8 @@ import { publicRoutes } from './publicRoutes';
 import { contractDocument } from './contractDocuments';
 import { precompileRoutes } from './routeTable';
 import { createRateLimits, RateLimits } from './rateLimit';
-import { observeDatabasePool } from '../observability/metrics';
+import { observeDatabasePool, observeWebhookBacklog } from '../observability/metrics';
+import { countUndelivered } from '../storage/repositories/webhookDeliveriesRepository';
 import { requestMetrics } from './requestMetrics';
 
 export interface AppOptions {
@@ -62,6 +63,7 @@ export function createApp(config: Config, options: AppOptions): App {
   };
   const rateLimits = createRateLimits({ config: config.rateLimit, db: options.db, redisUrl: config.redisUrl, keyPrefix: config.rateLimit.keyPrefix, logger });
   observeDatabasePool(options.db);
+  observeWebhookBacklog(() => countUndelivered(options.db));
 
   const api = new OpenAPIBackend({
     definition: structuredClone(contractDocument) as never, // openapi-backend dereferences in place

@@ -41,6 +41,12 @@ export const metrics = {
     labelNames: ['code'] as const,
     registers: [registry],
   }),
+  webhookAttempts: new Counter({
+    name: 'webhook_delivery_attempts_total',
+    help: 'Webhook delivery attempts by outcome: succeeded, failed (retried later) or abandoned (410, or the whole retry schedule failed)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  }),
   rateLimited: new Counter({
     name: 'rate_limited_requests_total',
     help: 'Requests refused with 429 RATE_LIMITED, by the policy that refused them',
@@ -48,6 +54,23 @@ export const metrics = {
     registers: [registry],
   }),
 };
+
+/**
+ * Webhook deliveries not yet delivered nor given up, counted in the database when /metrics is
+ * scraped: the backlog every process shares, so a cluster reports the largest count, not the sum.
+ */
+export function observeWebhookBacklog(count: () => Promise<number>): void {
+  registry.removeSingleMetric('webhook_deliveries_pending');
+  new Gauge({
+    name: 'webhook_deliveries_pending',
+    help: 'Webhook deliveries waiting for their first attempt or a retry (all organizations)',
+    aggregator: 'max',
+    registers: [registry],
+    async collect() {
+      this.set(await count());
+    },
+  });
+}
 
 /** Database pool use, read when /metrics is scraped. One pool per process. */
 export function observeDatabasePool(db: Knex): void {

@@ -9,6 +9,7 @@ import { anyDeliveryDue, claimDueDeliveries, ClaimedDelivery, finishAttempt, Web
 import { disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
 import { AttemptOutcome, postWebhook } from './send';
 import { signatureHeaders } from './signing';
+import { metrics } from '../observability/metrics';
 
 /**
  * The delivery engine: claims due deliveries from the database with a lease, sends each signed
@@ -127,24 +128,26 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
   };
   const token = delivery.lease_token!;
   const ok = outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
-  await inWriteTransaction(db, async (trx) => {
+  const stored = await inWriteTransaction(db, async (trx): Promise<'succeeded' | 'failed' | 'abandoned' | undefined> => {
     if (ok) {
       if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'succeeded', next_attempt_at: null })) {
         await markSubscriptionSucceeded(trx, subscription.id, finishedAt);
+        return 'succeeded';
       }
-      return;
+      return undefined;
     }
     if (outcome.status === 410) {
       if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'abandoned', next_attempt_at: null })) {
         await disableSubscription(trx, subscription.id, 'gone', finishedAt);
         logger?.info({ subscriptionId: subscription.id }, 'webhook target answered 410: subscription disabled');
+        return 'abandoned';
       }
-      return;
+      return undefined;
     }
     const delay = nextDelaySeconds(settings.webhookRetrySchedule, attempts, outcome);
     if (delay !== undefined) {
-      await finishAttempt(trx, delivery.id, token, { ...common, status: 'failed', next_attempt_at: new Date(Date.now() + delay * 1000).toISOString() });
-      return;
+      const kept = await finishAttempt(trx, delivery.id, token, { ...common, status: 'failed', next_attempt_at: new Date(Date.now() + delay * 1000).toISOString() });
+      return kept ? 'failed' : undefined;
     }
     if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'abandoned', next_attempt_at: null })) {
       // the whole schedule of this delivery passed without any delivery of the subscription succeeding
@@ -152,8 +155,12 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
       if (!succeededSince && (await disableSubscription(trx, subscription.id, 'failing', finishedAt))) {
         logger?.info({ subscriptionId: subscription.id }, 'webhook target failed a whole retry schedule: subscription disabled');
       }
+      return 'abandoned';
     }
+    return undefined;
   });
+  // counted once the outcome is stored; an attempt whose lease was lost meanwhile is another worker's
+  if (stored) metrics.webhookAttempts.inc({ outcome: stored });
 }
 
 /**

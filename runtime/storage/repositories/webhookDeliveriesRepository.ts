@@ -110,6 +110,12 @@ export interface ClaimedDelivery {
   subscription: Pick<WebhookSubscriptionRow, 'id' | 'target_url' | 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at'>;
 }
 
+/** Deliveries not yet delivered nor given up (pending or waiting for a retry), all organizations. */
+export async function countUndelivered(db: Knex): Promise<number> {
+  const [{ n }] = await db('webhook_deliveries').whereIn('status', DUE_STATUSES).count({ n: '*' });
+  return Number(n);
+}
+
 /** Whether any delivery is due at `now` (a cheap read, so an idle worker never takes the SQLite write lock). */
 export async function anyDeliveryDue(db: Knex, now: string): Promise<boolean> {
   const row = await dueQuery(db, now).first('d.seq');

@@ -13,6 +13,7 @@ import {
   IdempotencySettings,
   readIdempotencyKey,
   releaseIdempotencyKey,
+  runClaimedOperation,
   storeIdempotentResponse,
   storeIdempotentResponseAlone,
   Claimed,
@@ -81,7 +82,7 @@ export async function runOperation(
     res.set('Idempotent-Replayed', 'true');
     return send(res, claim.response);
   }
-  return send(res, await runClaimed(deps, claim, () => inWriteTransaction(deps.db, async (trx) => {
+  return send(res, await runClaimed(deps, claim, () => runClaimedOperation(deps.db, claim, async (trx) => {
     const reply = await handler({ ...input, db: trx });
     await storeIdempotentResponse(trx, claim, storable(reply));
     return reply;

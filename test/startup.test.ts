@@ -12,7 +12,7 @@ describe('configuration', () => {
   it('has the documented defaults', () => {
     expect(loadConfig({})).toEqual({
       port: 8080, host: '127.0.0.1', databaseUrl: 'sqlite:data/fieldops.sqlite', idempotencyTtlSeconds: 86400,
-      idempotencyLeaseSeconds: 60, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
+      idempotencyLeaseSeconds: 8, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
     });
   });
 

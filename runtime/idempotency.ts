@@ -21,14 +21,16 @@ import {
  * DELETE, with all state in the `idempotency_keys` table so that any number of server
  * processes on one database behave as one:
  *
- * 1. claim: insert the row (ON CONFLICT DO NOTHING) and commit it on its own, before the
- *    operation runs — a concurrent duplicate sees the row at once and answers
- *    IDEMPOTENCY_IN_PROGRESS instead of waiting. The row carries the request fingerprint, a
- *    random lock token and a lease.
+ * 1. claim: Postgres takes an advisory lock on the key in the transaction that will run the
+ *    operation, without waiting (a concurrent duplicate answers IDEMPOTENCY_IN_PROGRESS at
+ *    once), and inserts the row there. SQLite inserts the row and commits it on its own, with a
+ *    short lease that the process renews while the request runs. The row carries the request
+ *    fingerprint and a random lock token.
  * 2. run: the operation's writes and the stored response commit in one transaction whose last
  *    statement updates the row only if it still holds our lock token (fencing). A worker whose
- *    lease was taken over cannot commit; a crash leaves neither the writes nor the response.
- * 3. A claim whose lease ran out (its process died) is taken over by the next retry.
+ *    claim was taken over cannot commit; a crash leaves neither the writes nor the response.
+ * 3. A claim whose owner died is taken over by the next retry: on Postgres as soon as the dead
+ *    connection's transaction ended, on SQLite once the lease was not renewed for its length.
  *
  * Stored: every response the operation produced (2xx and its own 4xx). Not stored: requests
  * rejected before the operation ran, and 5xx — the claim is released so a retry runs again.

@@ -7,7 +7,12 @@ export interface Config {
   /** `sqlite:` or `postgres:` URL; see parseDatabaseUrl. */
   databaseUrl: string;
   idempotencyTtlSeconds: number;
-  /** How long an in-progress idempotency claim is held before another request may take it over. */
+  /**
+   * SQLite: how long a claim whose process stopped renewing it (renewed every second while the
+   * request runs) is held before a retry may take it over. Keep it above the SQLite busy timeout
+   * (5 s) plus a second. Postgres holds claims by a lock that ends with the owner's connection
+   * and uses the lease only for claims committed by an older release.
+   */
   idempotencyLeaseSeconds: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   maxBodyBytes: number;
@@ -73,7 +78,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: nonEmpty(env, 'HOST', '127.0.0.1'),
     databaseUrl: databaseUrl(env),
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 86400, 1, 30 * 86400),
-    idempotencyLeaseSeconds: integer(env, 'IDEMPOTENCY_LEASE_SECONDS', 60, 1, 3600),
+    idempotencyLeaseSeconds: integer(env, 'IDEMPOTENCY_LEASE_SECONDS', 8, 2, 3600),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', LOG_LEVELS),
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     corsOrigins: origins(env),

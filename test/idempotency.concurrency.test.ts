@@ -3,8 +3,9 @@ import { startServerProcesses, ServerProcess } from './support/serverProcess';
 import { authenticate } from '../runtime/auth/apiKeys';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { createSite } from '../runtime/domain/sites';
-import { claimIdempotencyKey, storeIdempotentResponse, Claimed, LeaseLostError, IdempotencySettings } from '../runtime/idempotency/claim';
+import { claimIdempotencyKey, releaseIdempotencyKey, runClaimedOperation, storeIdempotentResponse, Claimed, LeaseLostError, IdempotencySettings } from '../runtime/idempotency/claim';
 import { fingerprint } from '../runtime/idempotency/request';
+import { terminateClaimOwners } from './support/claimLocks';
 
 // Idempotency under concurrency, crashes and several servers (docs/architecture.md, "Idempotency").
 
@@ -136,7 +137,8 @@ describeEachDatabase('idempotency under concurrency', (t) => {
     }
     const response = (name: string) => ({ status: 201, headers: {}, body: { name } });
 
-    it('a slow original whose lease was taken over cannot commit; its writes roll back', async () => {
+    it('a slow original whose lease was taken over cannot commit; its writes roll back (SQLite lease)', async () => {
+      if (t.kind !== 'sqlite') return; // Postgres: the next test
       const { keyId, orgId } = await principal();
       const fp = fingerprint('post', '/v1/sites', { name: 'Slow' });
       const a = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1', fp)) as Claimed;
@@ -162,7 +164,38 @@ describeEachDatabase('idempotency under concurrency', (t) => {
       expect(await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1', fp)).toEqual({ kind: 'replay', response: response('Slow B') });
     });
 
-    it('a takeover racing the original’s commit waits for it and replays (Postgres row lock)', async () => {
+    it('a slow original whose connection was lost cannot commit; the key is free at once (Postgres lock)', async () => {
+      if (t.kind !== 'postgres') return;
+      const { keyId, orgId } = await principal();
+      const fp = fingerprint('post', '/v1/sites', { name: 'Slow' });
+      const a = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1p', fp)) as Claimed;
+      expect(a.kind).toBe('claimed');
+      expect(await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1p', fp).catch((e) => e.code)).toBe('IDEMPOTENCY_IN_PROGRESS');
+      // a lease running out changes nothing while the owner holds the lock
+      await t.db.knex('idempotency_keys').where({ api_key_id: keyId, idempotency_key: 'lease-1p' }).update({ locked_until: past() });
+      expect(await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1p', fp).catch((e) => e.code)).toBe('IDEMPOTENCY_IN_PROGRESS');
+
+      expect(await terminateClaimOwners(t.db.knex, keyId, 'lease-1p')).toBe(1);
+      const b = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1p', fp)) as Claimed;
+      expect(b).toMatchObject({ kind: 'claimed', token: expect.not.stringMatching(a.token) });
+
+      const slow = runClaimedOperation(t.db.knex, a, async (trx) => {
+        await createSite(trx, orgId, { name: 'Slow A', geofenceRadiusMeters: 100 });
+        await storeIdempotentResponse(trx, a, response('Slow A'));
+      });
+      await expect(slow).rejects.toThrow();
+      await releaseIdempotencyKey(t.db.knex, a);
+      expect(await sitesNamed(t, 'Slow A')).toBe(0);
+
+      await runClaimedOperation(t.db.knex, b, async (trx) => {
+        await createSite(trx, orgId, { name: 'Slow B', geofenceRadiusMeters: 100 });
+        await storeIdempotentResponse(trx, b, response('Slow B'));
+      });
+      expect(await sitesNamed(t, 'Slow B')).toBe(1);
+      expect(await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1p', fp)).toEqual({ kind: 'replay', response: response('Slow B') });
+    });
+
+    it('a retry while the original is about to commit answers IDEMPOTENCY_IN_PROGRESS at once, then replays (Postgres lock)', async () => {
       // SQLite in one process cannot show this: better-sqlite3 waits for a lock synchronously,
       // blocking the event loop that would release it; the two-process tests cover SQLite.
       if (t.kind !== 'postgres') return;
@@ -171,27 +204,22 @@ describeEachDatabase('idempotency under concurrency', (t) => {
       try {
         const fp = fingerprint('post', '/v1/sites', { name: 'Race' });
         const a = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-2', fp)) as Claimed;
-        await t.db.knex('idempotency_keys').where({ api_key_id: keyId, idempotency_key: 'lease-2' }).update({ locked_until: past() });
 
         let stored!: () => void;
         let finish!: () => void;
         const hasStored = new Promise<void>((r) => (stored = r));
         const mayCommit = new Promise<void>((r) => (finish = r));
-        const original = inWriteTransaction(t.db.knex, async (trx) => {
+        const original = runClaimedOperation(t.db.knex, a, async (trx) => {
           await createSite(trx, orgId, { name: 'Race A', geofenceRadiusMeters: 100 });
           await storeIdempotentResponse(trx, a, response('Race A'));
           stored();
           await mayCommit;
         });
         await hasStored;
-        const takeover = claimIdempotencyKey(other.knex, settings, keyId, 'lease-2', fp);
-        let settled = false;
-        void takeover.finally(() => (settled = true)).catch(() => undefined);
-        await new Promise((r) => setTimeout(r, 200));
-        expect(settled).toBe(false); // blocked on the original's row lock
+        expect(await claimIdempotencyKey(other.knex, settings, keyId, 'lease-2', fp).catch((e) => e.code)).toBe('IDEMPOTENCY_IN_PROGRESS');
         finish();
         await original;
-        expect(await takeover).toEqual({ kind: 'replay', response: response('Race A') });
+        expect(await claimIdempotencyKey(other.knex, settings, keyId, 'lease-2', fp)).toEqual({ kind: 'replay', response: response('Race A') });
         expect(await sitesNamed(t, 'Race A')).toBe(1);
       } finally {
         await other.close();

@@ -12,7 +12,7 @@ describe('configuration', () => {
   it('has the documented defaults', () => {
     expect(loadConfig({})).toEqual({
       port: 8080, host: '127.0.0.1', databaseUrl: 'sqlite:data/fieldops.sqlite', idempotencyTtlSeconds: 86400,
-      idempotencyLeaseSeconds: 60, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
+      idempotencyLeaseSeconds: 8, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
       eventsRetentionDays: 30, webhookWorker: true, webhookTimeoutSeconds: 10, webhookAllowPrivateTargets: false, webhookLeaseSeconds: 60,
       webhookRetrySchedule: [0, 5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000, 36000],
       rateLimit: { perMinute: 600, ingestBatchesPerMinute: 60, authFailuresPerMinute: 30, store: 'auto', keyPrefix: 'fop' },

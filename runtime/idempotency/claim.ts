@@ -3,14 +3,17 @@ import { Knex } from 'knex';
 import type { Reply } from '../reply';
 import { ApiError } from '../errors';
 import { inWriteTransaction } from '../storage/writeTransaction';
+import { dialectOf } from '../storage/databaseErrors';
 import {
   completeIdempotencyKey,
   deleteClaim,
   findIdempotencyKey,
   IdempotencyRow,
   insertClaimIfAbsent,
+  renewLeases,
   takeOverExpired,
   takeOverStaleLease,
+  tryLockKey,
 } from '../storage/repositories/idempotencyKeysRepository';
 
 /**
@@ -22,14 +25,16 @@ import {
  * All state is in the `idempotency_keys` table, so that any number of server processes on one
  * database behave as one:
  *
- * 1. claim: insert the row (ON CONFLICT DO NOTHING) and commit it on its own, before the
- *    operation runs — a concurrent duplicate sees the row at once and answers
- *    IDEMPOTENCY_IN_PROGRESS instead of waiting. The row carries the request fingerprint, a
- *    random lock token and a lease.
+ * 1. claim: Postgres takes an advisory lock on the key in the transaction that will run the
+ *    operation, without waiting (a concurrent duplicate answers IDEMPOTENCY_IN_PROGRESS at
+ *    once), and inserts the row there. SQLite inserts the row and commits it on its own, with a
+ *    short lease that the process renews while the request runs. The row carries the request
+ *    fingerprint and a random lock token.
  * 2. run: the operation's writes and the stored response commit in one transaction whose last
  *    statement updates the row only if it still holds our lock token (fencing). A worker whose
- *    lease was taken over cannot commit; a crash leaves neither the writes nor the response.
- * 3. A claim whose lease ran out (its process died) is taken over by the next retry.
+ *    claim was taken over cannot commit; a crash leaves neither the writes nor the response.
+ * 3. A claim whose owner died is taken over by the next retry: on Postgres as soon as the dead
+ *    connection's transaction ended, on SQLite once the lease was not renewed for its length.
  *
  * Stored: every response the operation produced (2xx and its own 4xx). Not stored: requests
  * rejected before the operation ran, and 5xx — the claim is released so a retry runs again.
@@ -60,7 +65,14 @@ const inProgress = () => new ApiError('IDEMPOTENCY_IN_PROGRESS', 'A request with
 /**
  * Claims `key` for this request, or answers what the request gets instead: the stored
  * response (replay), or 409 IDEMPOTENCY_KEY_REUSED / IDEMPOTENCY_IN_PROGRESS (thrown).
- * Each statement commits on its own.
+ *
+ * How a claim is held depends on the database (docs/idempotency.md, "How a claim is held"):
+ * - Postgres: in a transaction opened here, under an advisory lock on the key; the operation
+ *   then runs in that same transaction (runClaimedOperation). Nothing is committed before the
+ *   operation's own commit, and a dead process's lock ends with its connection: a retry that gets
+ *   the lock knows nobody is running the key.
+ * - SQLite: the claim row commits on its own with a short lease that this process renews while
+ *   the request works; a claim whose lease ran out belongs to a dead process.
  */
 export async function claimIdempotencyKey(
   db: Knex,
@@ -69,6 +81,38 @@ export async function claimIdempotencyKey(
   key: string,
   requestFingerprint: string,
 ): Promise<ClaimResult> {
+  if (dialectOf(db) === 'postgres') return claimUnderLock(db, settings, apiKeyId, key, requestFingerprint);
+  const result = await claimRow(db, settings, apiKeyId, key, requestFingerprint);
+  if (result.kind === 'claimed') keepLeaseAlive(db, settings, result);
+  return result;
+}
+
+/** Postgres claim transactions still open, by claim (kept off the Claimed object itself). */
+const heldTransactions = new WeakMap<Claimed, Knex.Transaction>();
+
+async function claimUnderLock(db: Knex, settings: IdempotencySettings, apiKeyId: string, key: string, requestFingerprint: string): Promise<ClaimResult> {
+  const trx = await db.transaction();
+  let result: ClaimResult;
+  try {
+    // not waiting: a duplicate answers at once instead of queueing behind the running request
+    if (!(await tryLockKey(trx, apiKeyId, key))) throw inProgress();
+    result = await claimRow(trx, settings, apiKeyId, key, requestFingerprint);
+  } catch (err) {
+    await trx.rollback().catch(() => undefined);
+    throw err;
+  }
+  if (result.kind === 'claimed') heldTransactions.set(result, trx);
+  else await trx.rollback();
+  return result;
+}
+
+/**
+ * The claim decisions, on `db` (Postgres: the locked claim transaction, so that nobody else is
+ * deciding about this key meanwhile; SQLite: one statement at a time, each committing alone).
+ * A row held by someone else is left alone while its lease lives; on Postgres such a row is only
+ * ever committed by an older release of this server, which held keys by lease alone.
+ */
+async function claimRow(db: Knex, settings: IdempotencySettings, apiKeyId: string, key: string, requestFingerprint: string): Promise<ClaimResult> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const now = Date.now();
     const token = randomBytes(16).toString('hex');
@@ -85,9 +129,14 @@ export async function claimIdempotencyKey(
       created_at: new Date(now).toISOString(),
       expires_at: isoIn(now, settings.ttlSeconds),
     };
-    await insertClaimIfAbsent(db, fresh);
-    const row = await findIdempotencyKey(db, apiKeyId, key);
-    if (!row) continue; // purged between the two statements: try again
+    // read first: on SQLite a read needs no write lock, so a duplicate of a running request
+    // answers at once instead of waiting for that request's write transaction
+    let row = await findIdempotencyKey(db, apiKeyId, key);
+    if (!row) {
+      await insertClaimIfAbsent(db, fresh);
+      row = await findIdempotencyKey(db, apiKeyId, key);
+      if (!row) continue; // purged between the two statements: try again
+    }
     if (row.lock_token === token) return { kind: 'claimed', apiKeyId, key, token };
 
     const nowIso = new Date(now).toISOString();
@@ -113,11 +162,55 @@ export async function claimIdempotencyKey(
       };
     }
     if (leaseLive) throw inProgress();
-    // the lease ran out: the process that held it died or stalls; take the claim over
-    const taken = await takeOverStaleLease(db, apiKeyId, key, row.lock_token, token, isoIn(now, settings.leaseSeconds));
+    // the lease ran out: the process that held it stopped renewing it (it died); take the claim
+    // over, unless it renewed meanwhile (the update is fenced on the lease seen)
+    const taken = await takeOverStaleLease(db, apiKeyId, key, row, token, isoIn(now, settings.leaseSeconds));
     if (taken) return { kind: 'claimed', apiKeyId, key, token };
   }
   throw inProgress();
+}
+
+/**
+ * Runs the claimed operation's transaction: `work` gets the transaction, and its writes commit
+ * together with the stored response (storeIdempotentResponse, its last statement). When `work`
+ * fails, its writes roll back but the claim stays held, for storeIdempotentResponseAlone or
+ * releaseIdempotencyKey — except after LeaseLostError: the key is someone else's then.
+ * Postgres: a savepoint inside the claim transaction, which commits after it.
+ */
+export async function runClaimedOperation<T>(db: Knex, claim: Claimed, work: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+  const held = heldTransactions.get(claim);
+  if (!held) {
+    try {
+      const result = await inWriteTransaction(db, work);
+      stopKeepingLease(claim);
+      return result;
+    } catch (err) {
+      if (err instanceof LeaseLostError) stopKeepingLease(claim);
+      throw err;
+    }
+  }
+  let result: T;
+  try {
+    result = await held.transaction(work);
+  } catch (err) {
+    if (err instanceof LeaseLostError) await endClaimTransaction(claim);
+    throw err;
+  }
+  try {
+    await held.commit();
+  } finally {
+    heldTransactions.delete(claim);
+  }
+  return result;
+}
+
+/** Rolls back a Postgres claim transaction still open: the claim row vanishes, the lock ends. */
+async function endClaimTransaction(claim: Claimed): Promise<void> {
+  const held = heldTransactions.get(claim);
+  if (!held) return;
+  heldTransactions.delete(claim);
+  // a rollback that fails means the connection is gone, and the transaction with it
+  if (!held.isCompleted()) await held.rollback().catch(() => undefined);
 }
 
 /**
@@ -138,10 +231,96 @@ export class LeaseLostError extends ApiError {
 
 /** Stores an answer in a transaction of its own (the operation's own 4xx, after its writes rolled back). */
 export async function storeIdempotentResponseAlone(db: Knex, claim: Claimed, response: StoredResponse): Promise<void> {
-  await inWriteTransaction(db, (trx) => storeIdempotentResponse(trx, claim, response));
+  const held = heldTransactions.get(claim);
+  try {
+    if (!held) {
+      await inWriteTransaction(db, (trx) => storeIdempotentResponse(trx, claim, response));
+      return;
+    }
+    await storeIdempotentResponse(held, claim, response);
+    await held.commit();
+    heldTransactions.delete(claim);
+  } finally {
+    stopKeepingLease(claim);
+    await endClaimTransaction(claim);
+  }
 }
 
 /** Releases a claim after a 5xx or crash of the operation, so that a retry runs it again. */
 export async function releaseIdempotencyKey(db: Knex, claim: Claimed): Promise<void> {
+  stopKeepingLease(claim);
+  if (heldTransactions.has(claim)) return endClaimTransaction(claim);
   await deleteClaim(db, claim.apiKeyId, claim.key, claim.token);
+}
+
+/**
+ * SQLite lease renewal. Per database handle, one timer renews the leases of every claim this
+ * process is running, in one statement, as long as there is one. The list is this process's own
+ * work, not shared state: another process only ever sees the renewed lease in the database.
+ * A renewal waits for the write lock like any write; while it waits, nobody else can write
+ * either, so nobody can take the claim over (see IDEMPOTENCY_LEASE_SECONDS in the README).
+ */
+interface LeaseKeeper {
+  db: Knex;
+  leaseSeconds: number;
+  claims: Set<Claimed>;
+  timer?: NodeJS.Timeout;
+  renewing: boolean;
+}
+
+const keepers = new WeakMap<Knex, Map<number, LeaseKeeper>>();
+const keeperOf = new WeakMap<Claimed, LeaseKeeper>();
+
+/** How often a running request's lease is renewed: a few times per lease, at least every second. */
+export function leaseRenewalMs(leaseSeconds: number): number {
+  return Math.min(1000, Math.floor((leaseSeconds * 1000) / 4));
+}
+
+function keepLeaseAlive(db: Knex, settings: IdempotencySettings, claim: Claimed): void {
+  let byLease = keepers.get(db);
+  if (!byLease) keepers.set(db, (byLease = new Map()));
+  let keeper = byLease.get(settings.leaseSeconds);
+  if (!keeper) {
+    keeper = { db, leaseSeconds: settings.leaseSeconds, claims: new Set(), renewing: false };
+    byLease.set(settings.leaseSeconds, keeper);
+  }
+  keeper.claims.add(claim);
+  keeperOf.set(claim, keeper);
+  if (!keeper.timer) {
+    const k = keeper;
+    k.timer = setInterval(() => void renewAll(k), leaseRenewalMs(k.leaseSeconds));
+    k.timer.unref();
+  }
+}
+
+function stopKeepingLease(claim: Claimed): void {
+  const keeper = keeperOf.get(claim);
+  if (!keeper) return;
+  keeperOf.delete(claim);
+  keeper.claims.delete(claim);
+  if (keeper.claims.size === 0 && keeper.timer) {
+    clearInterval(keeper.timer);
+    keeper.timer = undefined;
+  }
+}
+
+const RENEWAL_CHUNK = 200;
+
+async function renewAll(keeper: LeaseKeeper): Promise<void> {
+  if (keeper.renewing) return;
+  keeper.renewing = true;
+  try {
+    const claims = [...keeper.claims];
+    for (let i = 0; i < claims.length; i += RENEWAL_CHUNK) {
+      const chunk = claims.slice(i, i + RENEWAL_CHUNK);
+      // the new lease counts from when the statement runs, not from when it was queued
+      const held = await keeper.db.transaction((trx) => renewLeases(trx, chunk, isoIn(Date.now(), keeper.leaseSeconds)));
+      // completed, released or taken over: nothing left to renew
+      for (const claim of chunk) if (!held.has(claim.token)) stopKeepingLease(claim);
+    }
+  } catch {
+    // the next tick tries again; a lease lasts several ticks
+  } finally {
+    keeper.renewing = false;
+  }
 }

@@ -8,6 +8,7 @@ import {
   IdempotencySettings,
   LeaseLostError,
   releaseIdempotencyKey,
+  runClaimedOperation,
   storeIdempotentResponse,
   storeIdempotentResponseAlone,
 } from './claim';
@@ -36,7 +37,7 @@ export async function runWrite(
   const claim = await claimIdempotencyKey(db, settings, keyed.apiKeyId, keyed.key, keyed.fingerprint);
   if (claim.kind === 'replay') return { reply: claim.response, replayed: true };
   const reply = await runClaimed(db, claim, requestId, () =>
-    inWriteTransaction(db, async (trx) => {
+    runClaimedOperation(db, claim, async (trx) => {
       const answer = await work(trx);
       await storeIdempotentResponse(trx, claim, { status: answer.status, headers: answer.headers ?? {}, body: answer.body });
       return answer;

@@ -30,36 +30,79 @@ export async function findIdempotencyKey(db: Knex, apiKeyId: string, key: string
 }
 
 /**
- * Replaces an expired row by a fresh claim. Fenced on the row seen (its created_at and lock
- * token), so that of two retries racing for it only one wins. Returns how many rows changed.
+ * Replaces an expired row by a fresh claim. Fenced on the row seen (its created_at, lock token
+ * and lease), so that of two retries racing for it only one wins and a lease renewed meanwhile
+ * is not overwritten. Returns how many rows changed.
  */
 export async function takeOverExpired(
   db: Knex,
   apiKeyId: string,
   key: string,
-  seen: Pick<IdempotencyRow, 'created_at' | 'lock_token'>,
+  seen: Pick<IdempotencyRow, 'created_at' | 'lock_token' | 'locked_until'>,
   fresh: IdempotencyRow,
 ): Promise<number> {
   return db('idempotency_keys')
-    .where({ api_key_id: apiKeyId, idempotency_key: key, created_at: seen.created_at, lock_token: seen.lock_token })
+    .where({ api_key_id: apiKeyId, idempotency_key: key, created_at: seen.created_at, lock_token: seen.lock_token, locked_until: seen.locked_until })
     .update({ ...fresh });
 }
 
 /**
- * Takes over an in-progress claim whose lease ran out, fenced on the lock token seen. Returns
+ * Takes over an in-progress claim whose lease ran out, fenced on the lock token and the lease
+ * seen: when the owner renewed its lease meanwhile, it is alive and nothing changes. Returns
  * how many rows changed.
  */
 export async function takeOverStaleLease(
   db: Knex,
   apiKeyId: string,
   key: string,
-  seenLockToken: string | null,
+  seen: Pick<IdempotencyRow, 'lock_token' | 'locked_until'>,
   token: string,
   lockedUntil: string,
 ): Promise<number> {
   return db('idempotency_keys')
-    .where({ api_key_id: apiKeyId, idempotency_key: key, state: 'in_progress', lock_token: seenLockToken })
+    .where({ api_key_id: apiKeyId, idempotency_key: key, state: 'in_progress', lock_token: seen.lock_token, locked_until: seen.locked_until })
     .update({ lock_token: token, locked_until: lockedUntil });
+}
+
+export interface HeldClaim {
+  apiKeyId: string;
+  key: string;
+  token: string;
+}
+
+/**
+ * Extends the lease of the in-progress claims still holding their token to `lockedUntil`, and
+ * returns the tokens of those still held (a claim that completed or was taken over is not).
+ */
+export async function renewLeases(trx: Knex.Transaction, claims: HeldClaim[], lockedUntil: string): Promise<Set<string>> {
+  const held = (q: Knex.QueryBuilder) =>
+    q
+      .whereIn(['api_key_id', 'idempotency_key'], claims.map((c) => [c.apiKeyId, c.key]))
+      .whereIn('lock_token', claims.map((c) => c.token))
+      .where('state', 'in_progress');
+  await held(trx('idempotency_keys')).update({ locked_until: lockedUntil });
+  const rows: { lock_token: string }[] = await held(trx('idempotency_keys').select('lock_token'));
+  return new Set(rows.map((r) => r.lock_token));
+}
+
+/**
+ * Postgres: takes the transaction-level advisory lock of (API key, Idempotency-Key) without
+ * waiting; false when another transaction holds it. The lock ends with the transaction, and so
+ * with the connection of a process that died. Its 64-bit key is derived from the schema, the API
+ * key id and the key (last, so that no two triples give the same text).
+ */
+export async function tryLockKey(trx: Knex.Transaction, apiKeyId: string, key: string): Promise<boolean> {
+  const result = await trx.raw(`select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked`, [apiKeyId, key]);
+  return result.rows[0].locked === true;
+}
+
+/** The advisory lock key of (API key id, Idempotency-Key) as SQL with two bindings, in that order. */
+export const ADVISORY_LOCK_KEY_SQL = `('x' || substr(md5(current_schema() || chr(10) || ? || chr(10) || ?), 1, 16))::bit(64)::bigint`;
+
+export interface IdempotencyResponseColumns {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
 }
 
 /**

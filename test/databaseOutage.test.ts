@@ -17,6 +17,7 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
   let proxy: CuttableProxy;
   let server: ServerProcess;
   let auth: string;
+  let orgId: string;
 
   beforeAll(async () => {
     db = await postgres!.create();
@@ -24,7 +25,9 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     proxy = await CuttableProxy.start(target.hostname, Number(target.port || 5432));
     const viaProxy = new URL(db.url);
     viaProxy.host = `127.0.0.1:${proxy.port}`;
-    auth = `Bearer ${(await createApiKey(db.knex, { scopes: ALL_SCOPES })).secret}`;
+    const created = await createApiKey(db.knex, { scopes: ALL_SCOPES });
+    auth = `Bearer ${created.secret}`;
+    orgId = (await db.knex('api_keys').where({ id: created.key.id }).first('org_id')).org_id;
     server = await startServerProcess({ databaseUrl: viaProxy.toString() });
   });
   afterAll(async () => {
@@ -82,6 +85,51 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     const replayed = await call('POST', '/v1/sites', { body: { name: 'During the outage' }, idempotencyKey: 'outage-write' });
     expect(replayed).toMatchObject({ status: 201, body: retried.body, headers: { 'idempotent-replayed': 'true' } });
     expect(server.output()).not.toMatch(/"level":50/); // no 500 logged
+  });
+
+  it('a write cut off in the middle of its own transaction answers 503, committed nothing, and its retry with the same key runs once the database is back', async () => {
+    // The write is held inside its transaction: inserting a site checks its organization's row
+    // (foreign key), which this test locks FOR UPDATE on its own connection, not through the proxy.
+    const holder = await db.knex.transaction();
+    await holder.raw('select id from organizations where id = ? for update', [orgId]);
+    const body = { name: 'Cut mid-write' };
+    const inFlight = fetch(`${server.baseUrl}/v1/sites`, {
+      method: 'POST',
+      headers: { Authorization: auth, 'Content-Type': 'application/json', 'Idempotency-Key': 'mid-write' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(10_000),
+    });
+    // wait until the server's transaction is blocked on the lock
+    for (let i = 0; i < 100; i++) {
+      const { rows } = await db.knex.raw("select count(*)::int as n from pg_locks where not granted and locktype in ('transactionid', 'tuple')");
+      if (rows[0].n > 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    proxy.cut();
+    const cutAt = Date.now();
+    const answer = await inFlight;
+    expect(answer.status).toBe(503);
+    expect(Date.now() - cutAt).toBeLessThan(2000);
+    expect(((await answer.json()) as { code: string }).code).toBe('SERVICE_UNAVAILABLE');
+    // the orphaned server-side transaction runs on once unblocked, fails to answer its dead
+    // connection and rolls back — taking the key's claim with it
+    await holder.commit();
+    await proxy.restore();
+
+    let retried = { status: 0, body: undefined as any, headers: {} as Record<string, string> };
+    const restoredAt = Date.now();
+    while (Date.now() - restoredAt < 10_000) {
+      retried = await call('POST', '/v1/sites', { body, idempotencyKey: 'mid-write' }).catch(() => retried);
+      if (retried.status === 201) break;
+      // the pool reconnects (503) and the dead transaction ends (409 IN_PROGRESS) first
+      expect([503, 409, 0]).toContain(retried.status);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(retried.status).toBe(201);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
+    const [{ n }] = await db.knex('sites').where({ name: 'Cut mid-write' }).count({ n: '*' });
+    expect(Number(n)).toBe(1);
+    console.info(`database back → first successful retry of the cut write: ${Date.now() - restoredAt} ms`);
   });
 });
 

@@ -110,6 +110,22 @@ for (const { store, database, env } of stores) {
       await http.get('/v1/sites').set('Authorization', await newKey()).expect(200);
     });
 
+    it('a /v1 path or method that matches no operation counts against the caller and carries the fields too', async () => {
+      const http = await app();
+      const auth = await newKey();
+      const unknown = await http.get('/v1/no-such-thing').set('Authorization', auth).expect(404);
+      expect(unknown.headers['ratelimit-policy']).toBe('"per-key";q=5;w=60');
+      expect(unknown.headers.ratelimit).toMatch(/^"per-key";r=4;t=\d+$/);
+      const wrongMethod = await http.put('/v1/sites').set('Authorization', auth).send({}).expect(405);
+      expect(wrongMethod.headers.ratelimit).toMatch(/^"per-key";r=3;t=\d+$/);
+      // without a valid key it is still 404 (never 401), counted against the address
+      const anonymous = await http.get('/v1/no-such-thing').expect(404);
+      expect(anonymous.headers['ratelimit-policy']).toMatch(/^"auth-failures";q=\d+;w=60$/);
+      // outside /v1 nothing is counted
+      const outside = await http.get('/v2/sites').set('Authorization', auth).expect(404);
+      expect(outside.headers['ratelimit-policy']).toBeUndefined();
+    });
+
     it('a 429 is never stored as the idempotent answer: the same Idempotency-Key runs once the budget allows', async () => {
       const http = await app();
       const auth = await newKey();

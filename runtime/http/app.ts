@@ -81,6 +81,20 @@ export function createApp(config: Config, options: AppOptions): App {
   // bearerAuth scheme; its result (the principal) or its error reaches the operation through the context
   api.registerSecurityHandler('bearerAuth', (c: Context, req: Request, res: Response) =>
     rateLimits.admit(req, res, c.operation!.operationId!, () => authenticate(deps.db, req.headers.authorization)));
+  /**
+   * A /v1 request that matches no operation still counts against its caller's budget and
+   * carries the RateLimit fields, like every /v1 answer: the key's budget when the key is valid,
+   * else the address's failed-authentication budget. It still answers 404/405 (or 429 over a
+   * budget), never 401: an unknown path is unknown whoever asks.
+   */
+  const countUnrouted = async (req: Request, res: Response): Promise<void> => {
+    if (!req.path.startsWith('/v1/') && req.path !== '/v1') return;
+    try {
+      await rateLimits.admit(req, res, 'none', () => authenticate(deps.db, req.headers.authorization));
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.code !== 'UNAUTHENTICATED') throw err;
+    }
+  };
   api.register({
     ...handlers,
     postRoutingHandler: async (c: Context, _req: Request, res: Response) => {
@@ -94,10 +108,12 @@ export function createApp(config: Config, options: AppOptions): App {
       // an ApiError (401, 429) as it is; anything else (the database unreachable) is rendered as such, not as a 401
       throw failure instanceof Error ? failure : unauthenticated();
     },
-    notFound: async (_c: Context, req: Request) => {
+    notFound: async (_c: Context, req: Request, res: Response) => {
+      await countUnrouted(req, res);
       throw new ApiError('NOT_FOUND', `No route ${req.method} ${req.path}`);
     },
     methodNotAllowed: async (_c: Context, req: Request, res: Response) => {
+      await countUnrouted(req, res);
       const allowed = ['get', 'post', 'put', 'patch', 'delete'].filter((method) => api.router.matchOperation({ method, path: req.path, headers: {} }));
       res.set('Allow', allowed.map((m) => m.toUpperCase()).join(', '));
       throw new ApiError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; allowed: ${allowed.map((m) => m.toUpperCase()).join(', ')}`);

@@ -25,8 +25,15 @@ function importsOf(file: string): string[] {
 
 /** What each folder must not import (prefixes of repository-relative paths). */
 const FORBIDDEN: { from: string; not: string[] }[] = [
-  { from: 'runtime/storage', not: ['runtime/domain', 'runtime/http', 'runtime/idempotency', 'runtime/auth', 'handlers'] },
-  { from: 'runtime/domain', not: ['runtime/http', 'runtime/idempotency', 'runtime/auth', 'handlers'] },
+  { from: 'runtime/storage', not: ['runtime/domain', 'runtime/http', 'runtime/idempotency', 'runtime/auth', 'runtime/webhooks', 'runtime/lifecycle', 'handlers'] },
+  { from: 'runtime/domain', not: ['runtime/http', 'runtime/idempotency', 'runtime/auth', 'runtime/webhooks', 'runtime/lifecycle', 'handlers'] },
+  // the delivery engine runs beside the HTTP server: events and subscriptions through the domain
+  // and storage, never through http or a handler
+  { from: 'runtime/webhooks', not: ['runtime/http', 'runtime/idempotency', 'runtime/auth', 'runtime/lifecycle', 'handlers'] },
+  // process lifecycle (shutdown, cluster) knows servers and processes, not what they serve
+  { from: 'runtime/lifecycle', not: ['runtime/http', 'runtime/domain', 'runtime/storage', 'runtime/idempotency', 'runtime/auth', 'runtime/webhooks', 'handlers'] },
+  // the metrics registry is imported from anywhere, so it imports no layer
+  { from: 'runtime/observability', not: ['runtime/http', 'runtime/domain', 'runtime/storage', 'runtime/idempotency', 'runtime/auth', 'runtime/webhooks', 'runtime/lifecycle', 'handlers'] },
   { from: 'runtime/idempotency', not: ['runtime/http', 'runtime/domain', 'runtime/auth', 'handlers'] },
   { from: 'runtime/auth', not: ['runtime/http', 'runtime/domain', 'runtime/idempotency', 'handlers'] },
   { from: 'runtime/http', not: ['handlers'] },

@@ -8,7 +8,7 @@ import { toEvent } from '../storage/repositories/eventsRepository';
 import { anyDeliveryDue, claimDueDeliveries, ClaimedDelivery, finishAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
 import { disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
 import { AttemptOutcome, postWebhook } from './send';
-import { signatureHeaders } from './signing';
+import { signatureHeaders } from '../domain/webhookSigning';
 import { metrics } from '../observability/metrics';
 
 /**

@@ -57,6 +57,19 @@ export async function recordEvent(trx: Knex, orgId: string, input: EventInput): 
   };
 }
 
+/**
+ * Records the update event of a change from `before` to `after` (both as GET shows them), naming
+ * the fields that changed. An update that changed no field but `updatedAt` records nothing: a
+ * consumer has nothing to apply, and a client re-sending a PATCH would otherwise fan out
+ * deliveries for no change (the contract's events description says so). Call it last, like
+ * `recordEvent`.
+ */
+export async function recordUpdate(trx: Knex, orgId: string, type: EventType, before: object, after: object): Promise<Event | undefined> {
+  const fields = changedFields(before, after);
+  if (!fields.length) return undefined;
+  return recordEvent(trx, orgId, { type, data: after, changedFields: fields });
+}
+
 /** The `data` of a deletion event. */
 export function tombstone(id: string): { id: string; deleted: true } {
   return { id, deleted: true };

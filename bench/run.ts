@@ -137,6 +137,8 @@ function evaluate(rows: Measurement[], stages: { ten?: StageResult; growth?: Sta
   add('read p99 vs peer', 'p99 ≤ the peer\'s', read && peerRead && read.p99Ms! / peerRead.p99Ms!, (v) => v <= 1, (v) => `${fmt.ms(read?.p99Ms)} vs ${fmt.ms(peerRead?.p99Ms)} ms`);
   const keyed = exact('write', 'api ÷ peer');
   add('write with key vs peer', 'with a fresh Idempotency-Key ≥ 1.0× the peer\'s plain write', keyed?.ratio, (v) => v >= 1, (v) => `${v.toFixed(2)}×${keyed?.cpuRatio === undefined ? '' : ` (CPU-time ratio ${keyed.cpuRatio.toFixed(2)}×)`}`);
+  const events = exact('write', 'api ÷ api (no events)');
+  add('write: cost of events', '≥ 90% of the same API without events', events?.ratio, (v) => v >= 0.9, withCpu(events));
   const plain = exact('write', 'api (no key)');
   add('write without key vs peer', '≥ 1.5× the peer', plain?.ratio, (v) => v >= 1.5, (v) => `${v.toFixed(2)}×${plain?.cpuRatio === undefined ? '' : ` (CPU-time ratio ${plain.cpuRatio.toFixed(2)}×)`}`);
   if (postgres) {

@@ -204,7 +204,7 @@ export interface paths {
         };
         /**
          * Walk the change feed
-         * @description The organization's events, oldest first (by `sequence`, which increases in commit order). A walk that passes each page's `nextCursor` back as `after` never skips or repeats an event, also while events are being recorded; keep the last `nextCursor` to resume later. Events are kept `EVENTS_RETENTION_DAYS` (30 by default): a cursor older than that answers 410 `CURSOR_EXPIRED` — resynchronise (list the resources) and start a new walk. Filters combine with AND.
+         * @description The organization's events, oldest first (by `sequence`, which increases in commit order). Every create, update and delete of a resource (sites, user profiles, check-ins, logs, sensor readings, assets, issues, templates, runs, schedules) records one event in the same transaction as the change, with `data` the resource as `GET` answers it afterwards. An update that changes no field (other than `updatedAt`) records none. A check-in that moves a user profile's last location also records `user.updated` for the profile, right after the check-in's own event. A batch of sensor readings records one `sensor_readings.ingested` with the readings it stored, and none when every reading was a duplicate. Webhook subscriptions are configuration and record no events. A walk that passes each page's `nextCursor` back as `after` never skips or repeats an event, also while events are being recorded; keep the last `nextCursor` to resume later. Events are kept `EVENTS_RETENTION_DAYS` (30 by default): a cursor older than that answers 410 `CURSOR_EXPIRED` — resynchronise (list the resources) and start a new walk. Filters combine with AND.
          */
         get: operations["listEvents"];
         put?: never;
@@ -985,7 +985,7 @@ export interface webhooks {
         put?: never;
         /**
          * User profile updated
-         * @description A user profile was changed (also its last location); `changedFields` names what changed.
+         * @description A user profile was changed; `changedFields` names what changed. Also recorded when a check-in moves the profile's last location, right after the check-in's event (`changedFields` then names the last-location fields).
          */
         post: operations["userUpdatedWebhook"];
         delete?: never;
@@ -1104,8 +1104,8 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * Asset registered
-         * @description An asset was registered.
+         * Sensor readings received
+         * @description A batch of sensor readings was ingested: the counts and the newly stored readings (not the duplicates). One event per batch; a batch of only duplicates stored nothing and records none.
          */
         post: operations["sensorReadingsIngestedWebhook"];
         delete?: never;
@@ -1715,7 +1715,7 @@ export interface components {
          * @enum {string}
          */
         EventType: "asset.created" | "asset.deleted" | "asset.updated" | "checkin.activated" | "checkin.checked_out" | "checkin.created" | "checkin.updated" | "issue.closed" | "issue.created" | "issue.resolved" | "issue.updated" | "log.created" | "run.completed" | "run.started" | "run.updated" | "schedule.created" | "schedule.deleted" | "schedule.updated" | "sensor_readings.ingested" | "site.created" | "site.deleted" | "site.updated" | "template.created" | "template.deleted" | "template.updated" | "user.created" | "user.updated";
-        /** @description Update events only: the names of the fields whose value changed (`updatedAt` is never listed). */
+        /** @description Update events only: the names of the fields whose value changed (`updatedAt` is never listed). Never empty: an update that changes nothing records no event. */
         ChangedFields: string[];
         Event: {
             /** @description Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries. */

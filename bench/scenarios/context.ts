@@ -59,10 +59,14 @@ export const BASELINE_PEER = path.join(ROOT, 'bench', 'baselines', 'peer.ts');
 /** Server settings for every API process: body limit for 500-reading batches, quiet logs. */
 export const API_ENV = { LOG_LEVEL: 'warn', MAX_BODY_BYTES: String(4 * 1024 * 1024) };
 
-export function startApi(settings: Settings, db: { serverUrl: string }, label: string): Promise<ServerProcess> {
+/** `nodeFlags`: more `node` options, e.g. a `--require` preload (see lib/withoutEvents.cjs). */
+export function startApi(settings: Settings, db: { serverUrl: string }, label: string, nodeFlags: string[] = []): Promise<ServerProcess> {
   const flags = settings.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${label}-api.${Date.now()}.cpuprofile`] : [];
-  return startServer({ name: `api (${label})`, args: [...flags, SERVER_ENTRY], env: { ...API_ENV, DATABASE_URL: db.serverUrl } });
+  return startServer({ name: `api (${label})`, args: [...flags, ...nodeFlags, SERVER_ENTRY], env: { ...API_ENV, DATABASE_URL: db.serverUrl } });
 }
+
+/** The API without its events (lib/withoutEvents.cjs): the other side of the events-cost comparison. */
+export const WITHOUT_EVENTS = ['--require', path.join(ROOT, 'bench', 'lib', 'withoutEvents.cjs')];
 
 export function startBaseline(script: string, name: string, floorDb: BenchDatabase): Promise<ServerProcess> {
   return startServer({ name, args: tsxArgs(script), env: { FLOOR_DB: floorDb.file!, FLOOR_ORG_ID: floorDb.orgId, MAX_BODY_BYTES: API_ENV.MAX_BODY_BYTES } });

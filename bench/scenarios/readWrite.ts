@@ -3,7 +3,7 @@ import type autocannon from 'autocannon';
 import { createBenchDatabase, createSqlite, BenchDatabase } from '../lib/database';
 import { measureInterleaved, LoadTarget, Phase } from '../lib/load';
 import type { ServerProcess } from '../lib/processes';
-import { BASELINE_FLOOR, BASELINE_NODE_HTTP, expectStatus, Measurement, Settings, startApi, startBaseline, startPeer } from './context';
+import { BASELINE_FLOOR, BASELINE_NODE_HTTP, expectStatus, Measurement, Settings, startApi, startBaseline, startPeer, WITHOUT_EVENTS } from './context';
 
 const READ_CONNECTIONS = 32;
 const WRITE_CONNECTIONS = 32;
@@ -79,7 +79,9 @@ export async function readScenario(settings: Settings): Promise<Measurement[]> {
  * write: `POST /v1/logs`, 32 connections: through the API with a fresh Idempotency-Key per
  * request and without one, against the peer's plain write (same database) and the framework
  * floor doing the same insert, interleaved. After each phase the rows each subject stored
- * (told apart by the message's prefix) must match its 201s.
+ * (told apart by the message's prefix) must match its 201s. The cost of recording events: the
+ * same API with a key, served by a second process whose `recordEvent` is a no-op
+ * (lib/withoutEvents.cjs), on the same database, interleaved with the others.
  */
 export async function writeScenario(settings: Settings): Promise<Measurement[]> {
   const apiDb = await createBenchDatabase('write', settings.postgresUrl);
@@ -92,6 +94,8 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
     servers.push(floor);
     const peer = await startPeer(apiDb);
     servers.push(peer);
+    const noEvents = await startApi(settings, apiDb, 'write-no-events', WITHOUT_EVENTS);
+    servers.push(noEvents);
     const entityId = await checkinFixture(api, apiDb, floorDb);
 
     const run = randomBytes(6).toString('hex');
@@ -129,11 +133,12 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
     const authorized = { ...jsonHeaders, authorization: `Bearer ${apiDb.secret}` };
     const target = (server: ServerProcess, headers: Record<string, string>, tag: string, withKey: boolean) =>
       ({ url: server.url, server, connections: WRITE_CONNECTIONS, headers, requests: writeRequests(tag, withKey) });
-    settings.log(`  write: POST /v1/logs, ${WRITE_CONNECTIONS} connections: api with a fresh Idempotency-Key each, api without, peer, floor`);
+    settings.log(`  write: POST /v1/logs, ${WRITE_CONNECTIONS} connections: api with a fresh Idempotency-Key each, api without, api without events, peer, floor`);
     const results = await measureInterleaved(
       [
         { name: 'api', target: target(api, authorized, 'api', true), after: await counted(apiDb, 'api') },
         { name: 'api (no key)', target: target(api, authorized, 'plain', false), after: await counted(apiDb, 'plain') },
+        { name: 'api (no events)', target: target(noEvents, authorized, 'noevents', true), after: await counted(apiDb, 'noevents') },
         { name: 'peer', target: target(peer, authorized, 'peer', false), after: await counted(apiDb, 'peer') },
         { name: 'express floor', target: target(floor, jsonHeaders, 'floor', false), after: await counted(floorDb, 'floor') },
       ],
@@ -141,13 +146,20 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
       settings.log,
     );
     const rss = await Promise.all(servers.map((s) => s.stop()));
+    // one log.created per log the real API stored, none for the process without events
+    const events = await apiDb.count('events', { column: 'type', value: 'log.created' });
+    const logsWithEvents = (await apiDb.count('logs', { column: 'message', value: 'bench api ' })) + (await apiDb.count('logs', { column: 'message', value: 'bench plain ' }));
+    if (events !== logsWithEvents) throw new Error(`write: ${events} log.created events for ${logsWithEvents} logs stored by the API (the process without events must record none)`);
     const floorRate = results['express floor'].median.requestsPerSec;
     const peerRate = results.peer.median.requestsPerSec;
     const plain = results['api (no key)'];
+    const withoutEvents = results['api (no events)'];
     return [
       { scenario: 'write', subject: 'api', ...figures(results.api), peakRssMb: rss[0], baseline: 'write / express floor', ratio: results.api.median.requestsPerSec / floorRate, cpuRatio: cpuRatio(results.api, results['express floor']), note: 'fresh Idempotency-Key each', detail: results.api },
       { scenario: 'write', subject: 'api ÷ peer', baseline: 'write / peer', ratio: results.api.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(results.api, results.peer), note: 'with a key vs the peer without' },
       { scenario: 'write', subject: 'api (no key)', ...figures(plain), peakRssMb: rss[0], baseline: 'write / peer', ratio: plain.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(plain, results.peer), note: 'no Idempotency-Key', detail: plain },
+      { scenario: 'write', subject: 'api ÷ api (no events)', baseline: 'write / api (no events)', ratio: results.api.median.requestsPerSec / withoutEvents.median.requestsPerSec, cpuRatio: cpuRatio(results.api, withoutEvents), note: 'what recording events leaves of the write throughput' },
+      { scenario: 'write', subject: 'api (no events)', ...figures(withoutEvents), peakRssMb: rss[3], note: 'fresh Idempotency-Key each; recordEvent a no-op (lib/withoutEvents.cjs), same database', detail: withoutEvents },
       { scenario: 'write', subject: 'peer', ...figures(results.peer), peakRssMb: rss[2], note: 'express + express-openapi-validator + Knex, key by hash per request, same database', detail: results.peer },
       { scenario: 'write', subject: 'express floor', ...figures(results['express floor']), peakRssMb: rss[1], detail: results['express floor'] },
     ];

@@ -1587,7 +1587,7 @@ return errors === 0;
 }
 validate81.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema35 = {"type":"array","description":"Update events only: the names of the fields whose value changed (`updatedAt` is never listed).","items":{"type":"string"}};
+const schema35 = {"type":"array","description":"Update events only: the names of the fields whose value changed (`updatedAt` is never listed). Never empty: an update that changes nothing records no event.","minItems":1,"items":{"type":"string"}};
 
 function validate84(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -1600,10 +1600,8 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(Array.isArray(data)){
-const len0 = data.length;
-for(let i0=0; i0<len0; i0++){
-if(typeof data[i0] !== "string"){
-const err0 = {instancePath:instancePath+"/" + i0,schemaPath:"#/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.length < 1){
+const err0 = {instancePath,schemaPath:"#/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -1612,15 +1610,27 @@ vErrors.push(err0);
 }
 errors++;
 }
-}
-}
-else {
-const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const len0 = data.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data[i0] !== "string"){
+const err1 = {instancePath:instancePath+"/" + i0,schemaPath:"#/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err1];
 }
 else {
 vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+else {
+const err2 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
 }
 errors++;
 }

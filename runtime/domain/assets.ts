@@ -1,22 +1,30 @@
 import { Knex } from 'knex';
 import { notFound } from '../errors';
 import { checkReferences } from './references';
+import { recordEvent, recordUpdate, tombstone } from './events';
 import * as assets from '../storage/repositories/assetsRepository';
 import type { Asset, AssetCreate, AssetUpdate } from '../storage/repositories/assetsRepository';
 
-/** Every write of an asset. `trx` is the request's transaction; each returns the asset as GET shows it. */
+/**
+ * Every write of an asset. `trx` is the request's transaction; each returns the asset as GET
+ * shows it and records its event last (runtime/domain/events.ts).
+ */
 
 export async function createAsset(trx: Knex, orgId: string, body: AssetCreate): Promise<Asset> {
   await checkReferences(trx, orgId, [{ pointer: '/siteId', kind: 'site', id: body.siteId }]);
-  return assets.insertAsset(trx, orgId, body);
+  const asset = await assets.insertAsset(trx, orgId, body);
+  await recordEvent(trx, orgId, { type: 'asset.created', data: asset });
+  return asset;
 }
 
 export async function updateAsset(trx: Knex, orgId: string, id: string, changes: AssetUpdate): Promise<Asset> {
-  const before = await assets.findAsset(trx, orgId, id);
+  const before = await assets.findAssetForUpdate(trx, orgId, id);
   if (!before) throw notFound('asset', id);
   await checkReferences(trx, orgId, [{ pointer: '/siteId', kind: 'site', id: changes.siteId, unchanged: before.siteId }]);
   if (!(await assets.updateAsset(trx, orgId, id, changes))) throw notFound('asset', id);
-  return (await assets.findAsset(trx, orgId, id))!;
+  const after = (await assets.findAsset(trx, orgId, id))!;
+  await recordUpdate(trx, orgId, 'asset.updated', before, after);
+  return after;
 }
 
 /**
@@ -25,4 +33,5 @@ export async function updateAsset(trx: Knex, orgId: string, id: string, changes:
  */
 export async function deleteAsset(trx: Knex, orgId: string, id: string): Promise<void> {
   if (!(await assets.deleteAsset(trx, orgId, id))) throw notFound('asset', id);
+  await recordEvent(trx, orgId, { type: 'asset.deleted', data: tombstone(id) });
 }

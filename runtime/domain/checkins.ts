@@ -6,14 +6,15 @@ import { geofenceVerdict, GeofenceVerdict, NO_VERDICT, PreviousLocation } from '
 import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfStatus } from '../storage/repositories/checkinsRepository';
 import { findSite } from '../storage/repositories/sitesRepository';
 import { findUserByUserId, LastLocationSource, User } from '../storage/repositories/usersRepository';
-import { refreshLastLocation } from './users';
-import { changedFields, recordEvent } from './events';
+import { recordUserChange, refreshLastLocation, UserChange } from './users';
+import { recordEvent, recordUpdate } from './events';
 
 /**
  * Every write of a check-in, and its lifecycle (docs/architecture.md, "Product rules"):
  * `pre_checkin → active → checked_out`, the server-set times, the geofence verdict and the
  * refresh of the user's last location. Every write goes through the `db` it is given: the
  * request's transaction, so the check-in and the profile refresh commit (or roll back) together.
+ * Events come last: the check-in's, then `user.updated` when its last location moved.
  */
 
 type CheckinCreate = components['schemas']['CheckinCreate'];
@@ -57,9 +58,12 @@ export async function createCheckin(db: Knex, orgId: string, input: CheckinCreat
   });
 
   // a walk-in is an activation; a planned check-in with a position is a "created" location
-  if (status === 'active') await refreshProfile(db, orgId, profile, checkin, 'site_checkin_activated', now);
-  else if (coordinates) await refreshProfile(db, orgId, profile, checkin, 'site_checkin_created', now);
+  const userChange =
+    status === 'active' ? await refreshProfile(db, orgId, profile, checkin, 'site_checkin_activated', now)
+    : coordinates ? await refreshProfile(db, orgId, profile, checkin, 'site_checkin_created', now)
+    : undefined;
   await recordEvent(db, orgId, { type: 'checkin.created', data: checkin });
+  await recordUserChange(db, orgId, userChange);
   return checkin;
 }
 
@@ -92,9 +96,10 @@ export async function updateCheckin(db: Knex, orgId: string, id: string, changes
   if (!(await saveCheckinIfStatus(db, orgId, next, current.status))) {
     throw invalidTransition(`The check-in changed status meanwhile; it cannot move to ${status} now`);
   }
-  if (activating) await refreshProfile(db, orgId, profile, next, 'site_checkin_activated', now);
+  const userChange = activating ? await refreshProfile(db, orgId, profile, next, 'site_checkin_activated', now) : undefined;
   const type = activating ? 'checkin.activated' : checkingOut ? 'checkin.checked_out' : 'checkin.updated';
-  await recordEvent(db, orgId, { type, data: next, changedFields: changedFields(current, next) });
+  await recordUpdate(db, orgId, type, current, next);
+  await recordUserChange(db, orgId, userChange);
   return next;
 }
 
@@ -131,9 +136,9 @@ function previousLocation(profile: User | undefined): PreviousLocation | null {
   };
 }
 
-async function refreshProfile(db: Knex, orgId: string, profile: User | undefined, checkin: Checkin, source: LastLocationSource, now: string): Promise<void> {
-  if (!profile) return;
-  await refreshLastLocation(db, orgId, checkin.userId, {
+async function refreshProfile(db: Knex, orgId: string, profile: User | undefined, checkin: Checkin, source: LastLocationSource, now: string): Promise<UserChange | undefined> {
+  if (!profile) return undefined;
+  return refreshLastLocation(db, orgId, checkin.userId, {
     siteId: checkin.siteId,
     checkinId: checkin.id,
     latitude: checkin.coordinates?.latitude ?? null,

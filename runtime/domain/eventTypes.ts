@@ -20,7 +20,7 @@ const EVENT_TYPE_INFO: Readonly<Record<EventType, EventTypeInfo>> = {
   'site.updated': { resource: 'site', name: 'Site updated', description: 'A site was changed; `changedFields` names what changed.' },
   'site.deleted': { resource: 'site', name: 'Site deleted', description: 'A site was deleted; `data` is a tombstone `{id, deleted: true}`.' },
   'user.created': { resource: 'user', name: 'User profile created', description: 'A user profile was created.' },
-  'user.updated': { resource: 'user', name: 'User profile updated', description: 'A user profile was changed (also its last location); `changedFields` names what changed.' },
+  'user.updated': { resource: 'user', name: 'User profile updated', description: "A user profile was changed; `changedFields` names what changed. Also recorded when a check-in moves the profile's last location, right after the check-in's event (`changedFields` then names the last-location fields)." },
   'checkin.created': { resource: 'checkin', name: 'Check-in created', description: 'A check-in was planned, or a walk-in was recorded.' },
   'checkin.activated': { resource: 'checkin', name: 'Worker checked in', description: 'A check-in became active: the worker is on site.' },
   'checkin.checked_out': { resource: 'checkin', name: 'Worker checked out', description: 'A check-in was checked out: the worker left the site.' },
@@ -28,7 +28,7 @@ const EVENT_TYPE_INFO: Readonly<Record<EventType, EventTypeInfo>> = {
   'log.created': { resource: 'log', name: 'Log entry added', description: 'A comment, note or status entry was appended to an entity.' },
   'sensor_readings.ingested': {
     resource: 'sensor_readings', name: 'Sensor readings received',
-    description: 'A batch of sensor readings was ingested: the counts and the newly stored readings (not the duplicates). One event per batch.',
+    description: 'A batch of sensor readings was ingested: the counts and the newly stored readings (not the duplicates). One event per batch; a batch of only duplicates stored nothing and records none.',
   },
   'asset.created': { resource: 'asset', name: 'Asset registered', description: 'An asset was registered.' },
   'asset.updated': { resource: 'asset', name: 'Asset updated', description: 'An asset was changed; `changedFields` names what changed.' },

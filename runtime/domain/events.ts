@@ -2,12 +2,11 @@ import { isDeepStrictEqual } from 'node:util';
 import { Knex } from 'knex';
 import { newId } from '../ids';
 import { nowIso } from '../time';
-import { lockForOrderedInsert } from '../storage/orderedInsert';
 import type { components } from '../../generated/types';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { ApiError, validationError } from '../errors';
-import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, insertEvent, listEvents } from '../storage/repositories/eventsRepository';
-import { deleteDeliveriesBefore, insertDeliveriesForEvent } from '../storage/repositories/webhookDeliveriesRepository';
+import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, insertEventInOrder, listEvents } from '../storage/repositories/eventsRepository';
+import { deleteDeliveriesBefore, findListeningSubscriptions, insertDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
 import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
 
 export type { EventType } from './eventTypes';
@@ -30,23 +29,23 @@ export interface EventInput {
  * event lock (Postgres), which serializes the organization's writers until COMMIT so that
  * `sequence` is commit order and a feed walk never skips an event. A table's insert lock taken
  * after it could deadlock with a writer that holds that table lock and waits for this one.
+ * Everything that can be done before the lock is (the subscriptions listening, usually none):
+ * each round trip under it is paid by every writer of the organization. A subscription whose
+ * creation commits while this write is in flight may miss this event, as it could before.
  */
 export async function recordEvent(trx: Knex, orgId: string, input: EventInput): Promise<Event> {
-  await lockForOrderedInsert(trx, 'events', orgId);
-  // taken under the lock, so occurredAt never goes backwards within an organization (on one clock)
-  const occurredAt = nowIso();
   const id = newId('evt');
+  const listening = await findListeningSubscriptions(trx, orgId, input.type);
   const resourceId = typeof (input.data as { id?: unknown }).id === 'string' ? ((input.data as { id: string }).id) : null;
-  const seq = await insertEvent(trx, {
+  const { seq, occurredAt } = await insertEventInOrder(trx, {
     id,
     org_id: orgId,
     type: input.type,
     resource_id: resourceId,
     data: JSON.stringify(input.data),
     changed_fields: input.changedFields === undefined ? null : JSON.stringify(input.changedFields),
-    occurred_at: occurredAt,
-  });
-  await insertDeliveriesForEvent(trx, orgId, { id, type: input.type, occurredAt });
+  }, nowIso);
+  await insertDeliveries(trx, orgId, listening, { id, type: input.type, occurredAt });
   return {
     id,
     type: input.type,
@@ -55,6 +54,19 @@ export async function recordEvent(trx: Knex, orgId: string, input: EventInput): 
     data: input.data as Event['data'],
     ...(input.changedFields === undefined ? {} : { changedFields: input.changedFields }),
   };
+}
+
+/**
+ * Records the update event of a change from `before` to `after` (both as GET shows them), naming
+ * the fields that changed. An update that changed no field but `updatedAt` records nothing: a
+ * consumer has nothing to apply, and a client re-sending a PATCH would otherwise fan out
+ * deliveries for no change (the contract's events description says so). Call it last, like
+ * `recordEvent`.
+ */
+export async function recordUpdate(trx: Knex, orgId: string, type: EventType, before: object, after: object): Promise<Event | undefined> {
+  const fields = changedFields(before, after);
+  if (!fields.length) return undefined;
+  return recordEvent(trx, orgId, { type, data: after, changedFields: fields });
 }
 
 /** The `data` of a deletion event. */

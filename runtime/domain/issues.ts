@@ -3,6 +3,7 @@ import type { components } from '../../generated/types';
 import { notFound } from '../errors';
 import { normalizeOptionalTimestamp, normalizeTimestamp, nowIso } from '../time';
 import { checkReferences } from './references';
+import { recordEvent, recordUpdate } from './events';
 import * as issues from '../storage/repositories/issuesRepository';
 import type { Issue, IssueCreate, IssueFields, IssueUpdate } from '../storage/repositories/issuesRepository';
 
@@ -10,7 +11,8 @@ export type IssueStatus = components['schemas']['IssueStatus'];
 
 /**
  * Every write of an issue. `trx` is the request's transaction; each returns the issue as GET
- * shows it. The server keeps resolvedAt and closedAt truthful as the status moves.
+ * shows it and records its event last. The server keeps resolvedAt and closedAt truthful as the
+ * status moves.
  */
 
 export async function createIssue(trx: Knex, orgId: string, body: IssueCreate): Promise<Issue> {
@@ -21,7 +23,7 @@ export async function createIssue(trx: Knex, orgId: string, body: IssueCreate): 
   ]);
   const now = nowIso();
   const status = body.status ?? 'open';
-  return issues.insertIssue(trx, orgId, {
+  const issue = await issues.insertIssue(trx, orgId, {
     title: body.title,
     description: body.description ?? null,
     status,
@@ -33,6 +35,8 @@ export async function createIssue(trx: Knex, orgId: string, body: IssueCreate): 
     dueAt: body.dueAt === undefined ? null : normalizeTimestamp(body.dueAt),
     ...timestampsAfter(undefined, { resolvedAt: null, closedAt: null }, status, now),
   }, now);
+  await recordEvent(trx, orgId, { type: 'issue.created', data: issue });
+  return issue;
 }
 
 /** Applies the fields present in `changes`; the new timestamps depend on the old status. */
@@ -62,7 +66,19 @@ export async function updateIssue(trx: Knex, orgId: string, id: string, changes:
   await issues.updateIssue(trx, orgId, id, fields);
   const next: Issue = { ...before };
   for (const [field, value] of Object.entries(fields)) if (value !== undefined) Object.assign(next, { [field]: value });
+  await recordUpdate(trx, orgId, updateEventType(before.status, next.status), before, next);
   return next;
+}
+
+/**
+ * A move to resolved or closed is the event integrators wait for, so it has its own type;
+ * anything else — reopening included — is `issue.updated`.
+ */
+function updateEventType(from: IssueStatus, to: IssueStatus): 'issue.updated' | 'issue.resolved' | 'issue.closed' {
+  if (from === to) return 'issue.updated';
+  if (to === 'resolved') return 'issue.resolved';
+  if (to === 'closed') return 'issue.closed';
+  return 'issue.updated';
 }
 
 export interface IssueTimestamps {

@@ -6,6 +6,7 @@ import { isOccurrenceOf, scheduleIdOfOccurrence } from './calendar';
 import { completeAnswers, mergeAnswers } from './runAnswers';
 import { checkReferences } from './references';
 import { referencedTemplate } from './templates';
+import { recordEvent, recordUpdate } from './events';
 import { UniqueViolation } from '../storage/databaseErrors';
 import * as runs from '../storage/repositories/runsRepository';
 import type { Run } from '../storage/repositories/runsRepository';
@@ -16,7 +17,7 @@ type RunUpdate = components['schemas']['RunUpdate'];
 
 /**
  * Every write of an inspection run. `trx` is the request's transaction; each returns the run as
- * GET shows it. A run answers the template version it was started with; it is `in_progress`
+ * GET shows it and records its event last. A run answers the template version it was started with; it is `in_progress`
  * until completed, and a completed run never changes again. One run per calendar occurrence.
  */
 
@@ -36,13 +37,16 @@ export async function createRun(trx: Knex, orgId: string, body: RunCreate): Prom
     const existing = await runs.findRunIdOfOccurrence(trx, orgId, body.occurrenceId);
     if (existing) throw occurrenceTaken(body.occurrenceId, existing);
   }
+  let run: Run;
   try {
-    return await runs.insertRun(trx, orgId, { ...body, templateVersion: template.version });
+    run = await runs.insertRun(trx, orgId, { ...body, templateVersion: template.version });
   } catch (err) {
     // two requests racing for the same occurrence: the unique index decides
     if (err instanceof UniqueViolation && body.occurrenceId !== undefined) throw occurrenceTaken(body.occurrenceId);
     throw err;
   }
+  await recordEvent(trx, orgId, { type: 'run.started', data: run });
+  return run;
 }
 
 /** Merges answers into a run in progress (`null` removes one); each answer is checked against its item. */
@@ -50,6 +54,7 @@ export async function updateRun(trx: Knex, orgId: string, id: string, body: RunU
   const before = await inProgressRun(trx, orgId, id);
   const next: Run = { ...before, answers: mergeAnswers(before.items, before.templateVersion, before.answers, body.answers), updatedAt: nowIso() };
   await runs.updateRunAnswers(trx, orgId, next);
+  await recordUpdate(trx, orgId, 'run.updated', before, next);
   return next;
 }
 
@@ -60,6 +65,7 @@ export async function completeRun(trx: Knex, orgId: string, id: string): Promise
   const now = nowIso();
   const next: Run = { ...before, status: 'completed', score: result.score, failedItemIds: result.failedItemIds, completedAt: now, updatedAt: now };
   await runs.markRunCompleted(trx, orgId, next);
+  await recordUpdate(trx, orgId, 'run.completed', before, next);
   return next;
 }
 

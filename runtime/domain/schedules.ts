@@ -4,6 +4,7 @@ import { notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
 import { parseRecurrence, resolveStartsAt } from './recurrence';
 import { checkReferences } from './references';
+import { recordEvent, recordUpdate, tombstone } from './events';
 import * as schedules from '../storage/repositories/schedulesRepository';
 import type { Schedule } from '../storage/repositories/schedulesRepository';
 
@@ -12,7 +13,7 @@ type ScheduleUpdate = components['schemas']['ScheduleUpdate'];
 
 /**
  * Every write of a schedule. `trx` is the request's transaction; each returns the schedule as
- * GET shows it. `startsAt` is stored as a wall-clock time in the schedule's time zone (an
+ * GET shows it and records its event last. `startsAt` is stored as a wall-clock time in the schedule's time zone (an
  * instant sent with an offset is converted to it) and the recurrence
  * is stored normalized; the calendar (calendar.ts) projects schedules into occurrences.
  */
@@ -25,7 +26,7 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
     { pointer: '/templateId', kind: 'template', id: body.templateId },
     { pointer: '/siteId', kind: 'site', id: body.siteId },
   ]);
-  return schedules.insertSchedule(trx, orgId, {
+  const schedule = await schedules.insertSchedule(trx, orgId, {
     templateId: body.templateId,
     siteId: body.siteId,
     assigneeUserId: body.assigneeUserId ?? null,
@@ -34,12 +35,14 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
     durationMinutes: body.durationMinutes ?? 60,
     recurrence,
   });
+  await recordEvent(trx, orgId, { type: 'schedule.created', data: schedule });
+  return schedule;
 }
 
 export async function updateSchedule(trx: Knex, orgId: string, id: string, changes: ScheduleUpdate): Promise<Schedule> {
   if (changes.timezone !== undefined) assertTimeZone(changes.timezone, '/timezone');
   const recurrence = typeof changes.recurrence === 'string' ? parseRecurrence(changes.recurrence, '/recurrence').normalized : changes.recurrence;
-  const before = await schedules.findSchedule(trx, orgId, id);
+  const before = await schedules.findScheduleForUpdate(trx, orgId, id);
   if (!before) throw notFound('schedule', id);
   await checkReferences(trx, orgId, [
     { pointer: '/templateId', kind: 'template', id: changes.templateId, unchanged: before.templateId },
@@ -49,9 +52,12 @@ export async function updateSchedule(trx: Knex, orgId: string, id: string, chang
   // alongside, else the stored one
   const startsAt = changes.startsAt === undefined ? undefined : resolveStartsAt(changes.startsAt, changes.timezone ?? before.timezone, '/startsAt');
   if (!(await schedules.updateSchedule(trx, orgId, id, { ...changes, startsAt, recurrence }))) throw notFound('schedule', id);
-  return (await schedules.findSchedule(trx, orgId, id))!;
+  const after = (await schedules.findSchedule(trx, orgId, id))!;
+  await recordUpdate(trx, orgId, 'schedule.updated', before, after);
+  return after;
 }
 
 export async function deleteSchedule(trx: Knex, orgId: string, id: string): Promise<void> {
   if (!(await schedules.deleteSchedule(trx, orgId, id))) throw notFound('schedule', id);
+  await recordEvent(trx, orgId, { type: 'schedule.deleted', data: tombstone(id) });
 }

@@ -1,22 +1,29 @@
 import { Knex } from 'knex';
 import { notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
-import { recordEvent, tombstone } from './events';
+import { recordEvent, recordUpdate, tombstone } from './events';
 import * as sites from '../storage/repositories/sitesRepository';
 import type { Site, SiteCreate, SiteUpdate } from '../storage/repositories/sitesRepository';
 
-/** Every write of a site. `trx` is the request's transaction; each returns the site as GET shows it. */
+/**
+ * Every write of a site. `trx` is the request's transaction; each returns the site as GET shows
+ * it and records its event last (runtime/domain/events.ts).
+ */
 
 export async function createSite(trx: Knex, orgId: string, body: SiteCreate): Promise<Site> {
   if (body.timezone !== undefined) assertTimeZone(body.timezone, '/timezone');
-  return sites.insertSite(trx, orgId, body);
+  const site = await sites.insertSite(trx, orgId, body);
+  await recordEvent(trx, orgId, { type: 'site.created', data: site });
+  return site;
 }
 
 export async function updateSite(trx: Knex, orgId: string, id: string, changes: SiteUpdate): Promise<Site> {
   if (typeof changes.timezone === 'string') assertTimeZone(changes.timezone, '/timezone');
-  const before = await sites.findSite(trx, orgId, id);
+  const before = await sites.findSiteForUpdate(trx, orgId, id);
   if (!before || !(await sites.updateSite(trx, orgId, id, changes))) throw notFound('site', id);
-  return (await sites.findSite(trx, orgId, id))!;
+  const after = (await sites.findSite(trx, orgId, id))!;
+  await recordUpdate(trx, orgId, 'site.updated', before, after);
+  return after;
 }
 
 export async function deleteSite(trx: Knex, orgId: string, id: string): Promise<void> {

@@ -3,6 +3,7 @@ import type { components } from '../../generated/types';
 import { invalidField, notFound } from '../errors';
 import { nowIso } from '../time';
 import { normalizeTemplateItems } from './runAnswers';
+import { recordEvent, recordUpdate, tombstone } from './events';
 import * as templates from '../storage/repositories/templatesRepository';
 import type { Template } from '../storage/repositories/templatesRepository';
 
@@ -11,7 +12,7 @@ type TemplateUpdate = components['schemas']['TemplateUpdate'];
 
 /**
  * Every write of a template. `trx` is the request's transaction; each returns the template as
- * GET shows it. Every change makes a new version and keeps a snapshot of its items, because a
+ * GET shows it and records its event last. Every change makes a new version and keeps a snapshot of its items, because a
  * run answers the version it was started with (docs/architecture.md, "Product rules").
  */
 
@@ -19,6 +20,7 @@ export async function createTemplate(trx: Knex, orgId: string, body: TemplateCre
   const items = normalizeTemplateItems(body.items);
   const template = await templates.insertTemplate(trx, orgId, { name: body.name, description: body.description ?? null, items });
   await templates.insertTemplateVersion(trx, orgId, template);
+  await recordEvent(trx, orgId, { type: 'template.created', data: template });
   return template;
 }
 
@@ -36,12 +38,15 @@ export async function updateTemplate(trx: Knex, orgId: string, id: string, chang
   };
   await templates.updateTemplate(trx, orgId, next);
   await templates.insertTemplateVersion(trx, orgId, next);
+  // every change makes a version, so `version` is always among the changed fields
+  await recordUpdate(trx, orgId, 'template.updated', before, next);
   return next;
 }
 
 /** Soft delete: runs of the template keep reading their version's items. */
 export async function deleteTemplate(trx: Knex, orgId: string, id: string): Promise<void> {
   if (!(await templates.deleteTemplate(trx, orgId, id))) throw notFound('template', id);
+  await recordEvent(trx, orgId, { type: 'template.deleted', data: tombstone(id) });
 }
 
 /**

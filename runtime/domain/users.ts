@@ -3,21 +3,26 @@ import { alreadyExists, invalidField, notFound } from '../errors';
 import { UniqueViolation } from '../storage/databaseErrors';
 import * as users from '../storage/repositories/usersRepository';
 import type { CheckinLocation, StoredCoordinate, User, UserCreate, UserUpdate } from '../storage/repositories/usersRepository';
+import { recordEvent, recordUpdate } from './events';
 
 /**
  * Every write of a user profile made through the API. `trx` is the request's transaction; each
- * returns the profile as GET shows it. A check-in also refreshes the profile's last location,
- * in the same transaction (runtime/domain/checkins.ts).
+ * returns the profile as GET shows it and records its event last. A check-in also refreshes the
+ * profile's last location, in the same transaction (runtime/domain/checkins.ts), which records
+ * that change as `user.updated` after the check-in's own event.
  */
 
 /** One profile per external userId within an organization: a second one is 409 ALREADY_EXISTS. */
 export async function createUser(trx: Knex, orgId: string, body: UserCreate): Promise<User> {
+  let user: User;
   try {
-    return await users.insertUser(trx, orgId, body);
+    user = await users.insertUser(trx, orgId, body);
   } catch (err) {
     if (err instanceof UniqueViolation) throw alreadyExists(`A user profile for userId ${body.userId} already exists`);
     throw err;
   }
+  await recordEvent(trx, orgId, { type: 'user.created', data: user });
+  return user;
 }
 
 /**
@@ -28,7 +33,7 @@ export async function createUser(trx: Knex, orgId: string, body: UserCreate): Pr
  * slip in between; an unknown id is always 404.
  */
 export async function updateUser(trx: Knex, orgId: string, id: string, changes: UserUpdate): Promise<User> {
-  const before = await users.findUser(trx, orgId, id);
+  const before = await users.findUserForUpdate(trx, orgId, { id });
   if (!before) throw notFound('user profile', id);
   const lat = changes.lastLocationLat;
   const lng = changes.lastLocationLng;
@@ -52,10 +57,30 @@ export async function updateUser(trx: Knex, orgId: string, id: string, changes: 
         : `must be cleared too (send it as null): ${onlySent} is cleared and a location has both coordinates or neither`,
     );
   }
-  return (await users.findUser(trx, orgId, id))!;
+  const after = (await users.findUser(trx, orgId, id))!;
+  await recordUpdate(trx, orgId, 'user.updated', before, after);
+  return after;
 }
 
-/** Replaces the last location of `userId`'s profile from a check-in; nothing when there is no profile. */
-export async function refreshLastLocation(trx: Knex, orgId: string, userId: string, location: CheckinLocation): Promise<void> {
+/** A profile before and after a write that leaves recording its event to the caller. */
+export interface UserChange {
+  before: User;
+  after: User;
+}
+
+/**
+ * Replaces the last location of `userId`'s profile from a check-in; nothing (undefined) when
+ * there is no profile. The check-in records the change (`recordUserChange`) after its own
+ * event, so that a consumer sees the check-in before the location it moved.
+ */
+export async function refreshLastLocation(trx: Knex, orgId: string, userId: string, location: CheckinLocation): Promise<UserChange | undefined> {
+  const before = await users.findUserForUpdate(trx, orgId, { userId });
+  if (!before) return undefined;
   await users.refreshLastLocation(trx, orgId, userId, location);
+  return { before, after: (await users.findUser(trx, orgId, before.id))! };
+}
+
+/** Records `user.updated` for a change `refreshLastLocation` made; nothing when nothing changed. */
+export async function recordUserChange(trx: Knex, orgId: string, change: UserChange | undefined): Promise<void> {
+  if (change) await recordUpdate(trx, orgId, 'user.updated', change.before, change.after);
 }

@@ -73,6 +73,12 @@ export async function findAsset(db: Knex, orgId: string, id: string): Promise<As
   return row && toAsset(row);
 }
 
+/** Reads and locks an asset (Postgres) until the caller's transaction ends: the state an update starts from. */
+export async function findAssetForUpdate(db: Knex, orgId: string, id: string): Promise<Asset | undefined> {
+  const row = await liveAssets(db, orgId).where({ id }).first().forUpdate();
+  return row && toAsset(row);
+}
+
 export async function listAssets(db: Knex, orgId: string, filters: AssetFilters, page: PageRequest): Promise<Page<Asset>> {
   const query = liveAssets(db, orgId);
   if (filters.siteId !== undefined) query.where({ site_id: filters.siteId });

@@ -2,6 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { decodeCursor, encodeCursor, type Page } from '../../cursor';
 import { rowsOf } from '../rawRows';
+import { dialectOf } from '../databaseErrors';
 
 export type Event = components['schemas']['Event'];
 type EventType = components['schemas']['EventType'];
@@ -26,6 +27,32 @@ export function toEvent(row: EventRow): Event {
     data: JSON.parse(row.data),
     ...(row.changed_fields === null ? {} : { changedFields: JSON.parse(row.changed_fields) as string[] }),
   };
+}
+
+/**
+ * Inserts an event behind its organization's event lock and answers its `seq` and `occurred_at`.
+ * The lock (the ordered-insert lock of `events`, storage/orderedInsert.ts) is held until COMMIT
+ * and serializes the organization's writers, so each round trip after it is paid by every one of
+ * them: on Postgres the lock, the reading of the time and the insert are one statement. The time
+ * is the database's clock read under the lock, so occurredAt never goes backwards within an
+ * organization, whichever server process writes. SQLite has one writer at a time: no lock, and
+ * `now()` at the insert.
+ */
+export async function insertEventInOrder(db: Knex, row: Omit<EventRow, 'seq' | 'occurred_at'>, now: () => string): Promise<{ seq: number; occurredAt: string }> {
+  if (dialectOf(db) !== 'postgres') {
+    const occurredAt = now();
+    return { seq: await insertEvent(db, { ...row, occurred_at: occurredAt }), occurredAt };
+  }
+  // `offset 0` keeps the locking subquery a plan node of its own, evaluated before the row (and its seq) is formed
+  const result = await db.raw(
+    `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
+     select ?, ?, ?, ?, ?, ?, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+     from (select pg_advisory_xact_lock(hashtext('events'), hashtext(?)) offset 0) as locked
+     returning seq, occurred_at`,
+    [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.org_id],
+  );
+  const [inserted] = rowsOf<{ seq: number | string; occurred_at: string }>(result);
+  return { seq: Number(inserted.seq), occurredAt: inserted.occurred_at };
 }
 
 /** Inserts the event and answers its `seq`. */

@@ -76,6 +76,12 @@ export async function findSchedule(db: Knex, orgId: string, id: string): Promise
   return row && toSchedule(row);
 }
 
+/** Reads and locks a schedule (Postgres) until the caller's transaction ends: the state an update starts from. */
+export async function findScheduleForUpdate(db: Knex, orgId: string, id: string): Promise<Schedule | undefined> {
+  const row = await db<ScheduleRow>('schedules').where({ org_id: orgId, id }).first().forUpdate();
+  return row && toSchedule(row);
+}
+
 export type ScheduleFilters = ListFilters<'listSchedules'>;
 
 function filtered(db: Knex, orgId: string, filters: ScheduleFilters & { scheduleId?: string }) {

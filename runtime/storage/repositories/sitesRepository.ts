@@ -64,6 +64,12 @@ export async function findSite(db: Knex, orgId: string, id: string): Promise<Sit
   return row && toSite(row);
 }
 
+/** Reads and locks a site (Postgres) until the caller's transaction ends: the state an update starts from. */
+export async function findSiteForUpdate(db: Knex, orgId: string, id: string): Promise<Site | undefined> {
+  const row = await db<SiteRow>('sites').where({ org_id: orgId, id }).first().forUpdate();
+  return row && toSite(row);
+}
+
 export async function listSites(db: Knex, orgId: string, page: PageRequest): Promise<Page<Site>> {
   return fetchPage(db<SiteRow>('sites').where({ org_id: orgId }), ['seq'], page, toSite);
 }

@@ -117,6 +117,13 @@ export async function findUserByUserId(db: Knex, orgId: string, userId: string):
   return row && toUser(row);
 }
 
+/** Reads and locks a profile (Postgres) until the caller's transaction ends, by id or by userId. */
+export async function findUserForUpdate(db: Knex, orgId: string, by: { id: string } | { userId: string }): Promise<User | undefined> {
+  const where = 'id' in by ? { org_id: orgId, id: by.id } : { org_id: orgId, user_id: by.userId };
+  const row = await db<UserRow>('users').where(where).first().forUpdate();
+  return row && toUser(row);
+}
+
 export async function listUsers(db: Knex, orgId: string, filter: UserFilters, page: PageRequest): Promise<Page<User>> {
   const query = db<UserRow>('users').where({ org_id: orgId });
   if (filter.userId !== undefined) query.where({ user_id: filter.userId });

@@ -53,22 +53,26 @@ export function toDelivery(row: WebhookDeliveryRow): WebhookDelivery {
 }
 
 /**
- * Queues one delivery of a new event per subscription of the organization listening to its
- * type (active or paused: a paused one keeps its backlog for the resume). One indexed lookup
- * when nobody listens.
+ * The subscriptions of the organization that listen to `type`, active or paused (a paused one
+ * keeps its backlog for the resume): one indexed lookup, which finds nothing when nobody listens.
  */
-export async function insertDeliveriesForEvent(db: Knex, orgId: string, event: { id: string; type: string; occurredAt: string }): Promise<number> {
-  const subscriptions: { id: string }[] = await db('webhook_subscription_types as st')
+export async function findListeningSubscriptions(db: Knex, orgId: string, type: string): Promise<string[]> {
+  const rows: { id: string }[] = await db('webhook_subscription_types as st')
     .join('webhook_subscriptions as s', 's.id', 'st.subscription_id')
-    .where({ 'st.org_id': orgId, 'st.event_type': event.type })
+    .where({ 'st.org_id': orgId, 'st.event_type': type })
     .whereIn('s.status', ['active', 'paused'])
     .select('s.id');
-  if (!subscriptions.length) return 0;
-  const ids = newIdBatch('whd', subscriptions.length);
+  return rows.map((row) => row.id);
+}
+
+/** Queues one delivery of a new event per subscription of `subscriptionIds`. */
+export async function insertDeliveries(db: Knex, orgId: string, subscriptionIds: readonly string[], event: { id: string; type: string; occurredAt: string }): Promise<number> {
+  if (!subscriptionIds.length) return 0;
+  const ids = newIdBatch('whd', subscriptionIds.length);
   await db('webhook_deliveries').insert(
-    subscriptions.map((s, i) => newDeliveryRow(ids[i], orgId, s.id, event.id, event.type, event.occurredAt)),
+    subscriptionIds.map((subscriptionId, i) => newDeliveryRow(ids[i], orgId, subscriptionId, event.id, event.type, event.occurredAt)),
   );
-  return subscriptions.length;
+  return subscriptionIds.length;
 }
 
 function newDeliveryRow(id: string, orgId: string, subscriptionId: string, eventId: string, eventType: string, now: string): Omit<WebhookDeliveryRow, 'seq'> {

@@ -15,9 +15,15 @@ export async function claimOwnerPids(db: Knex, apiKeyId: string, key: string): P
   return result.rows.map((r: { pid: number }) => r.pid);
 }
 
-/** Postgres: ends the connections running `key`, as the death of their process would. */
+/**
+ * Postgres: ends the connections running `key`, as the death of their process would, and waits
+ * until their locks are gone (pg_terminate_backend only signals: the backend exits a moment later).
+ */
 export async function terminateClaimOwners(db: Knex, apiKeyId: string, key: string): Promise<number> {
   const pids = await claimOwnerPids(db, apiKeyId, key);
   for (const pid of pids) await db.raw('select pg_terminate_backend(?)', [pid]);
+  for (let i = 0; i < 100 && (await claimOwnerPids(db, apiKeyId, key)).length > 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
   return pids.length;
 }

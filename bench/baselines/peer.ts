@@ -105,6 +105,7 @@ app.get('/v1/checkins/:id', async (req: Authed, res, next) => {
       withinGeofence: bool(row.within_geofence),
       suspicious: bool(row.suspicious),
       suspicionReasons: row.suspicion_reasons === null ? null : JSON.parse(row.suspicion_reasons),
+      geofenceStatus: row.geofence_status,
       createdAt: row.created_at,
       updatedAt: row.updated_at,
     });

@@ -13,7 +13,7 @@ import {
   renewLeases,
   takeOverExpired,
   takeOverStaleLease,
-  tryLockKey,
+  tryLockAndFindKey,
 } from '../storage/repositories/idempotencyKeysRepository';
 
 /**
@@ -95,8 +95,9 @@ async function claimUnderLock(db: Knex, settings: IdempotencySettings, apiKeyId:
   let result: ClaimResult;
   try {
     // not waiting: a duplicate answers at once instead of queueing behind the running request
-    if (!(await tryLockKey(trx, apiKeyId, key))) throw inProgress();
-    result = await claimRow(trx, settings, apiKeyId, key, requestFingerprint);
+    const { locked, row } = await tryLockAndFindKey(trx, apiKeyId, key);
+    if (!locked) throw inProgress();
+    result = await claimRow(trx, settings, apiKeyId, key, requestFingerprint, row);
   } catch (err) {
     await trx.rollback().catch(() => undefined);
     throw err;
@@ -112,7 +113,16 @@ async function claimUnderLock(db: Knex, settings: IdempotencySettings, apiKeyId:
  * A row held by someone else is left alone while its lease lives; on Postgres such a row is only
  * ever committed by an older release of this server, which held keys by lease alone.
  */
-async function claimRow(db: Knex, settings: IdempotencySettings, apiKeyId: string, key: string, requestFingerprint: string): Promise<ClaimResult> {
+async function claimRow(
+  db: Knex,
+  settings: IdempotencySettings,
+  apiKeyId: string,
+  key: string,
+  requestFingerprint: string,
+  /** The row as read already under the key's lock (Postgres), for the first attempt. */
+  readUnderLock?: IdempotencyRow,
+): Promise<ClaimResult> {
+  let alreadyRead = readUnderLock !== undefined || dialectOf(db) === 'postgres';
   for (let attempt = 0; attempt < 5; attempt++) {
     const now = Date.now();
     const token = randomBytes(16).toString('hex');
@@ -131,13 +141,13 @@ async function claimRow(db: Knex, settings: IdempotencySettings, apiKeyId: strin
     };
     // read first: on SQLite a read needs no write lock, so a duplicate of a running request
     // answers at once instead of waiting for that request's write transaction
-    let row = await findIdempotencyKey(db, apiKeyId, key);
+    let row = alreadyRead ? readUnderLock : await findIdempotencyKey(db, apiKeyId, key);
+    alreadyRead = false;
     if (!row) {
-      await insertClaimIfAbsent(db, fresh);
+      if (await insertClaimIfAbsent(db, fresh)) return { kind: 'claimed', apiKeyId, key, token };
       row = await findIdempotencyKey(db, apiKeyId, key);
       if (!row) continue; // purged between the two statements: try again
     }
-    if (row.lock_token === token) return { kind: 'claimed', apiKeyId, key, token };
 
     const nowIso = new Date(now).toISOString();
     const leaseLive = row.state === 'in_progress' && row.locked_until !== null && row.locked_until > nowIso;
@@ -189,11 +199,17 @@ export async function runClaimedOperation<T>(db: Knex, claim: Claimed, work: (tr
       throw err;
     }
   }
+  // A savepoint of our own rather than a nested Knex transaction: its RELEASE would be one more
+  // round trip after the operation's inserts, while the organization's ordered-insert locks are
+  // held (storage/orderedInsert.ts); COMMIT keeps the savepoint's work without it.
   let result: T;
+  await held.raw('savepoint claimed_operation');
   try {
-    result = await held.transaction(work);
+    result = await work(held);
   } catch (err) {
     if (err instanceof LeaseLostError) await endClaimTransaction(claim);
+    // the claim row stays; a failed rollback means the connection is gone, and the claim with it
+    else await held.raw('rollback to savepoint claimed_operation').catch(() => undefined);
     throw err;
   }
   try {

@@ -19,3 +19,23 @@ export async function lockForOrderedInsert(db: Knex, table: string, orgId: strin
   if (dialectOf(db) !== 'postgres') return;
   await db.raw('select pg_advisory_xact_lock(hashtext(?), hashtext(?))', [table, orgId]);
 }
+
+/**
+ * Inserts one row of an organization into a listed table behind lockForOrderedInsert's lock.
+ * On Postgres the lock and the insert are one statement: the lock is held until COMMIT and
+ * serializes the organization's writers of this table, so every round trip after taking it is
+ * paid by all of them. `offset 0` keeps the locking subquery a plan node of its own, evaluated
+ * before the row (and its seq) is formed.
+ */
+export async function insertInOrder(db: Knex, table: string, orgId: string, row: Record<string, unknown>): Promise<void> {
+  if (dialectOf(db) !== 'postgres') {
+    await db(table).insert(row);
+    return;
+  }
+  const columns = Object.keys(row);
+  await db.raw(
+    `insert into ?? (${columns.map(() => '??').join(', ')}) select ${columns.map(() => '?').join(', ')}
+     from (select pg_advisory_xact_lock(hashtext(?), hashtext(?)) offset 0) as ordered`,
+    [table, ...columns, ...columns.map((c) => (row[c] ?? null) as Knex.Value), table, orgId],
+  );
+}

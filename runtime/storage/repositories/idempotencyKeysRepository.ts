@@ -20,9 +20,14 @@ export interface IdempotencyRow {
   expires_at: string;
 }
 
-/** Inserts the claim unless a row for (api key, key) exists already (ON CONFLICT DO NOTHING). */
-export async function insertClaimIfAbsent(db: Knex, row: IdempotencyRow): Promise<void> {
-  await db('idempotency_keys').insert(row).onConflict(['api_key_id', 'idempotency_key']).ignore();
+/**
+ * Inserts the claim unless a row for (api key, key) exists already (ON CONFLICT DO NOTHING);
+ * true when this statement inserted it (RETURNING answers nothing on a conflict), so the
+ * common case needs no read-back.
+ */
+export async function insertClaimIfAbsent(db: Knex, row: IdempotencyRow): Promise<boolean> {
+  const inserted: unknown[] = await db('idempotency_keys').insert(row).onConflict(['api_key_id', 'idempotency_key']).ignore().returning('lock_token');
+  return inserted.length === 1;
 }
 
 export async function findIdempotencyKey(db: Knex, apiKeyId: string, key: string): Promise<IdempotencyRow | undefined> {
@@ -94,6 +99,21 @@ export async function renewLeases(trx: Knex.Transaction, claims: HeldClaim[], lo
 export async function tryLockKey(trx: Knex.Transaction, apiKeyId: string, key: string): Promise<boolean> {
   const result = await trx.raw(`select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked`, [apiKeyId, key]);
   return result.rows[0].locked === true;
+}
+
+/**
+ * Postgres: tryLockKey and findIdempotencyKey in one round trip. The row is read only when the
+ * lock was taken (the join's condition is evaluated after the lock's subquery, kept a plan node
+ * of its own by `offset 0`), so nobody else is deciding about the key while it is read.
+ */
+export async function tryLockAndFindKey(trx: Knex.Transaction, apiKeyId: string, key: string): Promise<{ locked: boolean; row: IdempotencyRow | undefined }> {
+  const result = await trx.raw(
+    `select l.locked, k.* from (select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked offset 0) as l
+     left join idempotency_keys k on l.locked and k.api_key_id = ? and k.idempotency_key = ?`,
+    [apiKeyId, key, apiKeyId, key],
+  );
+  const { locked, ...row } = result.rows[0] as { locked: boolean } & Partial<IdempotencyRow>;
+  return { locked: locked === true, row: row.api_key_id == null ? undefined : (row as IdempotencyRow) };
 }
 
 /** The advisory lock key of (API key id, Idempotency-Key) as SQL with two bindings, in that order. */

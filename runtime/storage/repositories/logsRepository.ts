@@ -4,7 +4,7 @@ import { newId } from '../../ids';
 import { nowIso } from '../../time';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
-import { lockForOrderedInsert } from '../orderedInsert';
+import { insertInOrder } from '../orderedInsert';
 
 export type Log = components['schemas']['Log'];
 export type LogCreate = components['schemas']['LogCreate'];
@@ -46,8 +46,7 @@ export async function insertLog(db: Knex, orgId: string, input: LogCreate): Prom
     source: input.source ?? 'api',
     created_at: nowIso(),
   };
-  await lockForOrderedInsert(db, 'logs', orgId);
-  await db('logs').insert(row);
+  await insertInOrder(db, 'logs', orgId, row);
   return toLog({ seq: 0, ...row });
 }
 

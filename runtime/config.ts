@@ -201,3 +201,19 @@ function trustProxy(env: NodeJS.ProcessEnv): boolean | number | string[] {
   }
   return list;
 }
+
+/**
+ * The configuration from the environment, or — for a bad value — one line naming the variable
+ * on stderr and exit code 2. For the entry points (`npm start`, `npm run worker`).
+ */
+export function configOrExit(env: NodeJS.ProcessEnv = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`Configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}

@@ -1,6 +1,6 @@
 import cluster from 'node:cluster';
 import pino, { Logger } from 'pino';
-import { loadConfig, ConfigError, Config } from './config';
+import { configOrExit, Config } from './config';
 import { openDatabase } from './storage/database';
 import { migrateLatest } from './storage/migrate';
 import { createApp } from './http/app';
@@ -15,16 +15,7 @@ import { runPrimary } from './lifecycle/cluster';
  * With WEB_CONCURRENCY > 1 this process does the first three and forks the workers that listen.
  */
 async function main(): Promise<void> {
-  let config: Config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(`Configuration error: ${err.message}`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = configOrExit();
   const logger = pino({ level: config.logLevel });
 
   if (cluster.isWorker) return serve(config, logger);

@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { loadConfig, ConfigError } from '../config';
+import { configOrExit } from '../config';
 import { openDatabase } from '../storage/database';
 import { migrateLatest } from '../storage/migrate';
 import { startDeliveryWorker } from './deliveryWorker';
@@ -10,16 +10,7 @@ import { startDeliveryWorker } from './deliveryWorker';
  * the server. SIGTERM/SIGINT finish the attempts in flight, then exit 0.
  */
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(`Configuration error: ${err.message}`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = configOrExit();
   const logger = pino({ level: config.logLevel });
   const database = openDatabase(config.databaseUrl);
   await migrateLatest(database.knex);

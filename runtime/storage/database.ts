@@ -103,7 +103,7 @@ function cacheStatements(conn: { prepare(sql: string): unknown }): void {
  * by id): Knex's builder, runner and response layers cost more than the statement itself
  * there (bench/README.md, profile). On SQLite the connection's statement cache serves it.
  */
-export async function selectRows<T>(db: Knex, sql: string, bindings: readonly (string | number)[]): Promise<T[]> {
+export async function selectRows<T>(db: Knex, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
   const client = db.client as { config: { client: string }; acquireConnection(): Promise<any>; releaseConnection(conn: unknown): Promise<void> };
   const conn = await client.acquireConnection();
   try {
@@ -112,6 +112,15 @@ export async function selectRows<T>(db: Knex, sql: string, bindings: readonly (s
   } finally {
     await client.releaseConnection(conn);
   }
+}
+
+/**
+ * Runs one fixed write statement that answers rows (`insert … returning`) the way selectRows
+ * runs a select: straight through the driver, on the transaction's connection when `db` is one.
+ * For the writes every request makes (the event of a write).
+ */
+export async function writeReturning<T>(db: Knex, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
+  return selectRows<T>(db, sql, bindings);
 }
 
 /** `?` → `$1, $2…` for pg (the fixed statements above hold no literal `?`), converted once per text. */

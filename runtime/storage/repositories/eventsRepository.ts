@@ -3,6 +3,7 @@ import type { components } from '../../../generated/types';
 import { decodeCursor, encodeCursor, type Page } from '../../cursor';
 import { rowsOf } from '../rawRows';
 import { dialectOf } from '../databaseErrors';
+import { writeReturning } from '../database';
 
 export type Event = components['schemas']['Event'];
 type EventType = components['schemas']['EventType'];
@@ -43,22 +44,32 @@ export async function insertEventInOrder(db: Knex, row: Omit<EventRow, 'seq' | '
     const occurredAt = now();
     return { seq: await insertEvent(db, { ...row, occurred_at: occurredAt }), occurredAt };
   }
-  // `offset 0` keeps the locking subquery a plan node of its own, evaluated before the row (and its seq) is formed
-  const result = await db.raw(
-    `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
-     select ?, ?, ?, ?, ?, ?, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-     from (select pg_advisory_xact_lock(hashtext('events'), hashtext(?)) offset 0) as locked
-     returning seq, occurred_at`,
+  const [inserted] = await writeReturning<{ seq: number | string; occurred_at: string }>(
+    db,
+    INSERT_IN_ORDER_SQL,
     [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.org_id],
   );
-  const [inserted] = rowsOf<{ seq: number | string; occurred_at: string }>(result);
   return { seq: Number(inserted.seq), occurredAt: inserted.occurred_at };
 }
 
+// Fixed texts run through the driver (storage/database.ts, writeReturning): every domain write
+// runs one, and Knex's builder and runner cost more than the insert itself.
+// `offset 0` keeps the locking subquery a plan node of its own, evaluated before the row (and its seq) is formed
+const INSERT_IN_ORDER_SQL = `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
+  select ?, ?, ?, ?, ?, ?, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+  from (select pg_advisory_xact_lock(hashtext('events'), hashtext(?)) offset 0) as locked
+  returning seq, occurred_at`;
+const INSERT_SQL = `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
+  values (?, ?, ?, ?, ?, ?, ?) returning seq`;
+
 /** Inserts the event and answers its `seq`. */
 export async function insertEvent(db: Knex, row: Omit<EventRow, 'seq'>): Promise<number> {
-  const [inserted] = await db('events').insert(row).returning('seq');
-  return Number(typeof inserted === 'object' ? inserted.seq : inserted);
+  const [inserted] = await writeReturning<{ seq: number | string }>(
+    db,
+    INSERT_SQL,
+    [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.occurred_at],
+  );
+  return Number(inserted.seq);
 }
 
 export async function findEvent(db: Knex, orgId: string, id: string): Promise<Event | undefined> {

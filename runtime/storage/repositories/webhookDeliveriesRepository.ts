@@ -2,6 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newIdBatch } from '../../ids';
 import { dialectOf } from '../databaseErrors';
+import { selectRows } from '../database';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import type { ListFilters } from '../listFilters';
@@ -57,13 +58,14 @@ export function toDelivery(row: WebhookDeliveryRow): WebhookDelivery {
  * keeps its backlog for the resume): one indexed lookup, which finds nothing when nobody listens.
  */
 export async function findListeningSubscriptions(db: Knex, orgId: string, type: string): Promise<string[]> {
-  const rows: { id: string }[] = await db('webhook_subscription_types as st')
-    .join('webhook_subscriptions as s', 's.id', 'st.subscription_id')
-    .where({ 'st.org_id': orgId, 'st.event_type': type })
-    .whereIn('s.status', ['active', 'paused'])
-    .select('s.id');
+  const rows = await selectRows<{ id: string }>(db, LISTENING_SQL, [orgId, type]);
   return rows.map((row) => row.id);
 }
+
+// fixed text run through the driver: every domain write runs it (storage/database.ts, selectRows)
+const LISTENING_SQL = `select s.id from webhook_subscription_types st
+  join webhook_subscriptions s on s.id = st.subscription_id
+  where st.org_id = ? and st.event_type = ? and s.status in ('active', 'paused')`;
 
 /** Queues one delivery of a new event per subscription of `subscriptionIds`. */
 export async function insertDeliveries(db: Knex, orgId: string, subscriptionIds: readonly string[], event: { id: string; type: string; occurredAt: string }): Promise<number> {

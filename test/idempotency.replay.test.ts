@@ -1,5 +1,5 @@
 import { describeEachDatabase, TestContext, Method } from './support/testApp';
-import { Create, fixtures, implementedWrites, Read, WriteRequest } from './support/writeFixtures';
+import { fixtureClient, fixtures, implementedWrites } from './support/writeFixtures';
 
 // Every write operation with a real handler replays under the same Idempotency-Key: the same
 // status, body and Location with `Idempotent-Replayed: true`, and the database unchanged
@@ -26,21 +26,7 @@ describe('replay fixtures', () => {
 });
 
 describeEachDatabase('idempotent replay of every write operation', (t) => {
-  const send = (method: Method, request: WriteRequest, key?: string) => {
-    let req = t.http[method](request.path).set('Authorization', t.auth);
-    if (key) req = req.set('Idempotency-Key', key);
-    return request.body === undefined ? req : req.send(request.body);
-  };
-  const create: Create = async (url, body, method = 'post') => {
-    const res = await send(method, { path: url, body });
-    if (res.status >= 300) throw new Error(`setup ${method.toUpperCase()} ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
-    return res.body.id;
-  };
-  const read: Read = async (url) => {
-    const res = await t.http.get(url).set('Authorization', t.auth);
-    if (res.status !== 200) throw new Error(`setup GET ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
-    return res.body;
-  };
+  const { send, create, read } = fixtureClient(t, t.auth);
 
   it.each(implementedWrites.map((op) => [op.operationId, op] as const))('%s', async (operationId, op) => {
     const fixture = fixtures[operationId];

@@ -1,5 +1,5 @@
 import { describeEachDatabase, anId, aTimestamp, Method, TestContext } from './support/testApp';
-import { Create, fixtures, implementedWrites, Read, WriteRequest } from './support/writeFixtures';
+import { fixtureClient, fixtures, implementedWrites, Read, WriteRequest } from './support/writeFixtures';
 import type { EventType } from '../runtime/domain/eventTypes';
 import { createIssue } from '../runtime/domain/issues';
 
@@ -93,21 +93,7 @@ function diff(before: Record<string, unknown>, after: Record<string, unknown>): 
 
 /** A client of one organization: the fixtures' helpers and the feed. */
 function clientOf(t: TestContext, auth: string) {
-  const send = (method: Method, request: WriteRequest, key?: string) => {
-    let req = t.http[method](request.path).set('Authorization', auth);
-    if (key) req = req.set('Idempotency-Key', key);
-    return request.body === undefined ? req : req.send(request.body);
-  };
-  const create: Create = async (url, body, method = 'post') => {
-    const res = await send(method, { path: url, body });
-    if (res.status >= 300) throw new Error(`setup ${method.toUpperCase()} ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
-    return res.body.id;
-  };
-  const read: Read = async (url) => {
-    const res = await t.http.get(url).set('Authorization', auth);
-    if (res.status !== 200) throw new Error(`GET ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
-    return res.body;
-  };
+  const { send, create, read } = fixtureClient(t, auth);
   /** Every event after `cursor` (from the start without one), and the cursor to resume from. */
   const eventsAfter = async (cursor?: string): Promise<{ events: any[]; cursor: string }> => {
     const events: any[] = [];

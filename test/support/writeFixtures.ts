@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Method } from './testApp';
+import type { Method, TestContext } from './testApp';
 import { operations, OperationInfo } from '../../generated/operations';
 
 // One successful request per write operation of the contract, with what it needs created first.
@@ -18,6 +18,26 @@ export type Create = (path: string, body: object, method?: Method) => Promise<st
 
 /** For setup: a GET that must succeed, answering its body. */
 export type Read = (path: string) => Promise<any>;
+
+/** The fixtures' helpers for one API key: `send` a write (with an Idempotency-Key if given), `create`, `read`. */
+export function fixtureClient(t: TestContext, auth: string) {
+  const send = (method: Method, request: WriteRequest, key?: string) => {
+    let req = t.http[method](request.path).set('Authorization', auth);
+    if (key) req = req.set('Idempotency-Key', key);
+    return request.body === undefined ? req : req.send(request.body);
+  };
+  const create: Create = async (url, body, method = 'post') => {
+    const res = await send(method, { path: url, body });
+    if (res.status >= 300) throw new Error(`setup ${method.toUpperCase()} ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
+    return res.body.id;
+  };
+  const read: Read = async (url) => {
+    const res = await t.http.get(url).set('Authorization', auth);
+    if (res.status !== 200) throw new Error(`GET ${url} answered ${res.status}: ${JSON.stringify(res.body)}`);
+    return res.body;
+  };
+  return { send, create, read };
+}
 
 // Webhook targets: a public address literal, so that subscribing needs no DNS (nothing is sent: no worker runs here).
 const HOOKS = 'https://93.184.215.14/hooks';

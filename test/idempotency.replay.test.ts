@@ -26,9 +26,8 @@ describe('replay fixtures', () => {
 });
 
 describeEachDatabase('idempotent replay of every write operation', (t) => {
-  const { send, create, read } = fixtureClient(t, t.auth);
-
   it.each(implementedWrites.map((op) => [op.operationId, op] as const))('%s', async (operationId, op) => {
+    const { send, create, read } = fixtureClient(t, t.auth); // t.auth exists once the suite started
     const fixture = fixtures[operationId];
     if (!fixture) return; // reported by "has a fixture for every implemented write operation"
     const request = await fixture(create, read);

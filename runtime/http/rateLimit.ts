@@ -8,6 +8,7 @@ import type { RateLimitConfig } from '../config';
 import { ApiError } from '../errors';
 import type { Principal } from '../auth/apiKeys';
 import { dialectOf } from '../storage/databaseErrors';
+import { COUNTERS_TABLE, createCountersTable } from '../storage/rateLimitCounters';
 import { metrics } from '../observability/metrics';
 import { contextOf } from './requestContext';
 
@@ -117,9 +118,7 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
       // abusive client costs no Redis round trip
       return new RateLimiterRedis({ ...common, storeClient: redis, rejectIfRedisNotReady: true, insuranceLimiter: insurance, inMemoryBlockOnConsumed: points + 1 });
     }
-    // the counters' table is UNLOGGED: a counter update then writes no WAL (a logged table made
-    // every read request wait for a commit flush — measured, bench/README.md); counters lost in
-    // a Postgres crash only reset a minute's budget. Not a migration: the library owns its shape.
+    // an UNLOGGED table created on start (storage/rateLimitCounters.ts says why)
     tableReady ??= createCountersTable(db).catch((err: Error) => {
       logger.warn({ err: err.message }, 'rate-limit table not created yet: counting per process');
     });
@@ -184,18 +183,6 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
       if (redis) await redis.quit().catch(() => redis!.disconnect());
     },
   };
-}
-
-const COUNTERS_TABLE = 'rate_limits';
-
-/** rate-limiter-flexible's table for its Postgres store (same columns), created UNLOGGED. */
-async function createCountersTable(db: Knex): Promise<void> {
-  try {
-    await db.raw(`CREATE UNLOGGED TABLE IF NOT EXISTS ${COUNTERS_TABLE} (key varchar(255) PRIMARY KEY, points integer NOT NULL DEFAULT 0, expire bigint)`);
-  } catch (err) {
-    // two processes creating it at once: the other one won
-    if (!['23505', '42P07'].includes((err as { code?: string }).code ?? '')) throw err;
-  }
 }
 
 async function consume(policy: Policy, key: string): Promise<{ over: boolean; result: RateLimiterRes }> {

@@ -17,6 +17,7 @@ db.pragma('journal_mode = WAL');
 db.pragma('busy_timeout = 5000');
 db.pragma('foreign_keys = ON');
 db.pragma('synchronous = NORMAL');
+db.pragma('wal_autocheckpoint = 4000'); // the API's bound on the WAL (its checkpoints run on a thread)
 const orgId = process.env.FLOOR_ORG_ID!;
 
 const readCheckin = db.prepare('select * from checkins where org_id = ? and id = ?');

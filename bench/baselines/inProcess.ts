@@ -41,6 +41,7 @@ function open(file: string): Database.Database {
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
   db.pragma('synchronous = NORMAL');
+  db.pragma('wal_autocheckpoint = 4000'); // the API's bound on the WAL (its checkpoints run on a thread)
   return db;
 }
 

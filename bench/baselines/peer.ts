@@ -34,6 +34,7 @@ const db: Knex = url.startsWith('sqlite:')
           conn.pragma('busy_timeout = 5000');
           conn.pragma('foreign_keys = ON');
           conn.pragma('synchronous = NORMAL');
+          conn.pragma('wal_autocheckpoint = 4000'); // the API's bound on the WAL (its checkpoints run on a thread)
           done(null, conn);
         },
       },

@@ -3,6 +3,7 @@ import path from 'node:path';
 import knex, { Knex } from 'knex';
 
 import { Dialect } from './databaseErrors';
+import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteCheckpoints';
 export type { Dialect };
 
 export interface Database {
@@ -26,6 +27,8 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
   if (url.startsWith('sqlite:')) {
     const filename = sqliteFilename(url);
     if (filename !== ':memory:') fs.mkdirSync(path.dirname(filename), { recursive: true });
+    // started once the file exists (the pool's first connection creates it); storage/sqliteCheckpoints.ts
+    let checkpointer: Checkpointer | undefined;
     const db = knex({
       client: 'better-sqlite3',
       connection: { filename },
@@ -41,6 +44,9 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
             conn.pragma('busy_timeout = 5000');
             conn.pragma('foreign_keys = ON');
             conn.pragma('synchronous = NORMAL');
+            // the bound on the WAL; the checkpoints themselves run on a thread of their own
+            conn.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+            if (filename !== ':memory:') checkpointer ??= startCheckpointer(filename);
             cacheStatements(conn);
             done(null, conn);
           } catch (err) {
@@ -49,7 +55,14 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
         },
       },
     });
-    return { knex: db, dialect: 'sqlite', close: () => db.destroy() };
+    return {
+      knex: db,
+      dialect: 'sqlite',
+      async close() {
+        await db.destroy();
+        await checkpointer?.stop();
+      },
+    };
   }
   // When Postgres cannot be reached, a request must fail fast (503 within 2 s) instead of
   // waiting for knex's default 60 s acquire timeout: a connection attempt gives up after 1 s,

@@ -6,6 +6,17 @@ export const ROOT = path.resolve(__dirname, '..', '..');
 export const DIST = path.join(ROOT, 'dist');
 export const SERVER_ENTRY = path.join(DIST, 'runtime', 'main.js');
 
+/**
+ * The node options `npm start` gives the server (package.json, `scripts.start`: what comes
+ * between `node` and the entry point), so that the bench runs it exactly as `npm start` does.
+ */
+export const SERVER_NODE_OPTIONS: string[] = (() => {
+  const start: string = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.start;
+  const words = start.trim().split(/\s+/);
+  if (words[0] !== 'node' || words[words.length - 1] !== 'dist/runtime/main.js') throw new Error(`bench: cannot read the node options of scripts.start: ${start}`);
+  return words.slice(1, -1);
+})();
+
 const SOURCE_DIRS = ['runtime', 'handlers', 'generated'];
 
 /** Newest modification time (ms) of the files the build compiles. */

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Plan } from '../lib/load';
-import { ROOT, SERVER_ENTRY } from '../lib/build';
+import { ROOT, SERVER_ENTRY, SERVER_NODE_OPTIONS } from '../lib/build';
 import { startServer, ServerProcess, tsxArgs } from '../lib/processes';
 import type { BenchDatabase } from '../lib/database';
 
@@ -68,7 +68,7 @@ export const API_ENV = { LOG_LEVEL: 'warn', MAX_BODY_BYTES: String(4 * 1024 * 10
 /** `nodeFlags`: more `node` options, e.g. a `--require` preload (see lib/withoutEvents.cjs). */
 export function startApi(settings: Settings, db: { serverUrl: string }, label: string, nodeFlags: string[] = []): Promise<ServerProcess> {
   const flags = settings.profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${label}-api.${Date.now()}.cpuprofile`] : [];
-  return startServer({ name: `api (${label})`, args: [...flags, ...nodeFlags, SERVER_ENTRY], env: { ...API_ENV, DATABASE_URL: db.serverUrl } });
+  return startServer({ name: `api (${label})`, args: [...SERVER_NODE_OPTIONS, ...flags, ...nodeFlags, SERVER_ENTRY], env: { ...API_ENV, DATABASE_URL: db.serverUrl } });
 }
 
 /** The API without its events (lib/withoutEvents.cjs): the other side of the events-cost comparison. */

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createBenchDatabase } from '../lib/database';
 import { percentile } from '../lib/load';
 import { startServer, ServerProcess } from '../lib/processes';
-import { SERVER_ENTRY } from '../lib/build';
+import { SERVER_ENTRY, SERVER_NODE_OPTIONS } from '../lib/build';
 import { API_ENV, call, expectStatus, Measurement, Settings } from './context';
 
 const WRITERS = 8;
@@ -31,7 +31,7 @@ export async function deliveryScenario(settings: Settings): Promise<Measurement[
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   let api: ServerProcess | undefined;
   try {
-    api = await startServer({ name: 'api (delivery)', args: [SERVER_ENTRY], env: { ...API_ENV, DATABASE_URL: db.serverUrl, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' } });
+    api = await startServer({ name: 'api (delivery)', args: [...SERVER_NODE_OPTIONS, SERVER_ENTRY], env: { ...API_ENV, DATABASE_URL: db.serverUrl, WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' } });
     const target = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
     const hooks = '/v1/integrations/webhooks/subscriptions';
     const sub = await expectStatus(api.url, db.secret, 'POST', hooks, 201, { targetUrl: target, triggerKey: 'checkin.created' });

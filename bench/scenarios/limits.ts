@@ -1,7 +1,7 @@
 import { createBenchDatabase, BenchDatabase } from '../lib/database';
 import { measureInterleaved, Measured } from '../lib/load';
 import { startServer, ServerProcess } from '../lib/processes';
-import { SERVER_ENTRY } from '../lib/build';
+import { SERVER_ENTRY, SERVER_NODE_OPTIONS } from '../lib/build';
 import { API_ENV, expectStatus, Measurement, Settings } from './context';
 
 const CONNECTIONS = 32;
@@ -70,7 +70,7 @@ async function compare(settings: Settings, scenario: string, postgresUrl: string
 }
 
 function startApiWith(db: BenchDatabase, name: string, env: Record<string, string>): Promise<ServerProcess> {
-  return startServer({ name, args: [SERVER_ENTRY], env: { ...API_ENV, ...NEVER_REACHED, ...env, DATABASE_URL: db.serverUrl } });
+  return startServer({ name, args: [...SERVER_NODE_OPTIONS, SERVER_ENTRY], env: { ...API_ENV, ...NEVER_REACHED, ...env, DATABASE_URL: db.serverUrl } });
 }
 
 function figures(m: Measured) {

@@ -93,10 +93,19 @@ function sqliteFilename(url: string): string {
  * Bounded: bulk inserts of varying row counts produce many distinct texts.
  */
 const STATEMENT_CACHE_SIZE = 256;
+
+/**
+ * Every transaction this server opens on SQLite writes (storage/writeTransaction.ts), so each
+ * starts with the write lock: `BEGIN IMMEDIATE` instead of Knex's plain `BEGIN`, which would
+ * take it only at the first write and fail with SQLITE_BUSY when another process committed
+ * after the transaction's first read (busy_timeout does not cover that upgrade).
+ */
+const BEGIN_IMMEDIATE = 'BEGIN IMMEDIATE;';
 function cacheStatements(conn: { prepare(sql: string): unknown }): void {
   const prepare = conn.prepare.bind(conn);
   const cache = new Map<string, unknown>();
-  conn.prepare = (sql: string) => {
+  conn.prepare = (text: string) => {
+    const sql = text === 'BEGIN;' ? BEGIN_IMMEDIATE : text;
     let statement = cache.get(sql);
     if (statement === undefined) {
       statement = prepare(sql);
@@ -134,6 +143,22 @@ export async function selectRows<T>(db: Knex, sql: string, bindings: readonly (s
  */
 export async function writeReturning<T>(db: Knex, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
   return selectRows<T>(db, sql, bindings);
+}
+
+/**
+ * Runs one fixed write statement without a result (an insert, an update) the way selectRows runs
+ * a select, and answers how many rows it changed. For the statements every write runs (the
+ * Idempotency-Key's row, the ordered insert of a listed table).
+ */
+export async function runStatement(db: Knex, sql: string, bindings: readonly (string | number | null)[]): Promise<number> {
+  const client = db.client as { config: { client: string }; acquireConnection(): Promise<any>; releaseConnection(conn: unknown): Promise<void> };
+  const conn = await client.acquireConnection();
+  try {
+    if (client.config.client !== 'pg') return conn.prepare(sql).run(...bindings).changes as number;
+    return (await conn.query({ text: positional(sql), values: bindings })).rowCount ?? 0;
+  } finally {
+    await client.releaseConnection(conn);
+  }
 }
 
 /** `?` → `$1, $2…` for pg (the fixed statements above hold no literal `?`), converted once per text. */

@@ -1,5 +1,6 @@
 import { Knex } from 'knex';
 import { dialectOf } from './databaseErrors';
+import { runStatement } from './database';
 
 /**
  * Makes the inserts of one organization into one listed table commit in `seq` order.
@@ -27,15 +28,33 @@ export async function lockForOrderedInsert(db: Knex, table: string, orgId: strin
  * paid by all of them. `offset 0` keeps the locking subquery a plan node of its own, evaluated
  * before the row (and its seq) is formed.
  */
-export async function insertInOrder(db: Knex, table: string, orgId: string, row: Record<string, unknown>): Promise<void> {
+export async function insertInOrder(db: Knex, table: string, orgId: string, row: Record<string, string | number | null>): Promise<void> {
+  const columns = Object.keys(row);
+  const values = columns.map((c) => row[c] ?? null);
   if (dialectOf(db) !== 'postgres') {
-    await db(table).insert(row);
+    await runStatement(db, insertText('sqlite', table, columns), values);
     return;
   }
-  const columns = Object.keys(row);
-  await db.raw(
-    `insert into ?? (${columns.map(() => '??').join(', ')}) select ${columns.map(() => '?').join(', ')}
-     from (select pg_advisory_xact_lock(hashtext(?), hashtext(?)) offset 0) as ordered`,
-    [table, ...columns, ...columns.map((c) => (row[c] ?? null) as Knex.Value), table, orgId],
-  );
+  await runStatement(db, insertText('postgres', table, columns), [...values, table, orgId]);
+}
+
+/**
+ * The insert's text, made once per (table, columns): it runs through the driver
+ * (storage/database.ts, runStatement) with `?` bindings, like the other statements of every write.
+ * Table and column names come from the repositories' code, never from a request.
+ */
+const insertTexts = new Map<string, string>();
+function insertText(dialect: 'sqlite' | 'postgres', table: string, columns: string[]): string {
+  const cacheKey = `${dialect}\n${table}\n${columns.join(',')}`;
+  let text = insertTexts.get(cacheKey);
+  if (text === undefined) {
+    const names = columns.map((c) => `"${c}"`).join(', ');
+    const marks = columns.map(() => '?').join(', ');
+    text = dialect === 'sqlite'
+      ? `insert into "${table}" (${names}) values (${marks})`
+      : `insert into "${table}" (${names}) select ${marks}
+     from (select pg_advisory_xact_lock(hashtext(?), hashtext(?)) offset 0) as ordered`;
+    insertTexts.set(cacheKey, text);
+  }
+  return text;
 }

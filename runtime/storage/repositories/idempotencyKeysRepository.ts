@@ -1,5 +1,6 @@
 import { Knex } from 'knex';
 import type { Reply } from '../../reply';
+import { runStatement, selectRows, writeReturning } from '../database';
 
 /**
  * The SQL of the `idempotency_keys` table. The claim state machine, its decisions and its
@@ -26,13 +27,27 @@ export interface IdempotencyRow {
  * common case needs no read-back.
  */
 export async function insertClaimIfAbsent(db: Knex, row: IdempotencyRow): Promise<boolean> {
-  const inserted: unknown[] = await db('idempotency_keys').insert(row).onConflict(['api_key_id', 'idempotency_key']).ignore().returning('lock_token');
+  const inserted = await writeReturning(db, INSERT_CLAIM_SQL, [
+    row.api_key_id, row.idempotency_key, row.fingerprint, row.state, row.lock_token, row.locked_until,
+    row.response_status, row.response_headers, row.response_body, row.created_at, row.expires_at,
+  ]);
   return inserted.length === 1;
 }
 
 export async function findIdempotencyKey(db: Knex, apiKeyId: string, key: string): Promise<IdempotencyRow | undefined> {
-  return db('idempotency_keys').where({ api_key_id: apiKeyId, idempotency_key: key }).first();
+  const [row] = await selectRows<IdempotencyRow>(db, FIND_SQL, [apiKeyId, key]);
+  return row;
 }
+
+// The statements of every keyed write, as fixed texts run through the driver (storage/database.ts,
+// selectRows): Knex's builder and runner cost more than these one-row statements themselves.
+const INSERT_CLAIM_SQL = `insert into idempotency_keys (api_key_id, idempotency_key, fingerprint, state, lock_token, locked_until,
+  response_status, response_headers, response_body, created_at, expires_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+  on conflict (api_key_id, idempotency_key) do nothing returning lock_token`;
+const FIND_SQL = 'select * from idempotency_keys where api_key_id = ? and idempotency_key = ? limit 1';
+const COMPLETE_SQL = `update idempotency_keys set state = 'completed', lock_token = null, locked_until = null,
+  response_status = ?, response_headers = ?, response_body = ?
+  where api_key_id = ? and idempotency_key = ? and state = 'in_progress' and lock_token = ?`;
 
 /**
  * Replaces an expired row by a fresh claim. Fenced on the row seen (its created_at, lock token
@@ -136,16 +151,14 @@ export async function completeIdempotencyKey(
   token: string,
   response: Reply,
 ): Promise<number> {
-  return trx('idempotency_keys')
-    .where({ api_key_id: apiKeyId, idempotency_key: key, state: 'in_progress', lock_token: token })
-    .update({
-      state: 'completed',
-      lock_token: null,
-      locked_until: null,
-      response_status: response.status,
-      response_headers: JSON.stringify(response.headers ?? {}),
-      response_body: response.body === undefined ? null : JSON.stringify(response.body),
-    });
+  return runStatement(trx, COMPLETE_SQL, [
+    response.status,
+    JSON.stringify(response.headers ?? {}),
+    response.body === undefined ? null : JSON.stringify(response.body),
+    apiKeyId,
+    key,
+    token,
+  ]);
 }
 
 /** Deletes an in-progress claim still holding `token`. */

@@ -130,7 +130,7 @@ export async function selectRows<T>(db: Knex, sql: string, bindings: readonly (s
   const conn = await client.acquireConnection();
   try {
     if (client.config.client !== 'pg') return conn.prepare(sql).all(...bindings) as T[];
-    return (await conn.query({ text: positional(sql), values: bindings })).rows as T[];
+    return (await conn.query(pgStatement(sql, bindings))).rows as T[];
   } finally {
     await client.releaseConnection(conn);
   }
@@ -155,20 +155,29 @@ export async function runStatement(db: Knex, sql: string, bindings: readonly (st
   const conn = await client.acquireConnection();
   try {
     if (client.config.client !== 'pg') return conn.prepare(sql).run(...bindings).changes as number;
-    return (await conn.query({ text: positional(sql), values: bindings })).rowCount ?? 0;
+    return (await conn.query(pgStatement(sql, bindings))).rowCount ?? 0;
   } finally {
     await client.releaseConnection(conn);
   }
 }
 
-/** `?` → `$1, $2…` for pg (the fixed statements above hold no literal `?`), converted once per text. */
-const pgTexts = new Map<string, string>();
-function positional(sql: string): string {
-  let text = pgTexts.get(sql);
-  if (text === undefined) {
+/**
+ * The pg query of a fixed text: `?` → `$1, $2…`, and a name, so that each connection parses and
+ * plans the statement once and then only binds and executes it (a named prepared statement,
+ * node-postgres' per-connection cache). Postgres shares the machine's cores with the server in
+ * small deployments, and for these one-row statements parsing and planning were most of its
+ * work. The texts name their columns (no `select *`): a prepared statement must keep its result
+ * type, so a column added by a later migration does not break a running server's statements.
+ * The set of texts is fixed by the code; the bound is a guard.
+ */
+const pgTexts = new Map<string, { name: string; text: string }>();
+function pgStatement(sql: string, values: readonly (string | number | null)[]): { name?: string; text: string; values: readonly (string | number | null)[] } {
+  let known = pgTexts.get(sql);
+  if (known === undefined) {
     let n = 0;
-    text = sql.replace(/\?/g, () => `$${++n}`);
-    if (pgTexts.size < STATEMENT_CACHE_SIZE) pgTexts.set(sql, text);
+    known = { name: `fop_${pgTexts.size + 1}`, text: sql.replace(/\?/g, () => `$${++n}`) };
+    if (pgTexts.size >= STATEMENT_CACHE_SIZE) return { text: known.text, values };
+    pgTexts.set(sql, known);
   }
-  return text;
+  return { name: known.name, text: known.text, values };
 }

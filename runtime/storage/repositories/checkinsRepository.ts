@@ -17,6 +17,10 @@ export type CheckinFields = Omit<Checkin, 'id' | 'createdAt'>;
 
 export type CheckinFilter = ListFilters<'listCheckins'>;
 
+/** Every column of a check-in, named (a prepared statement keeps its result type: storage/database.ts). */
+const FIND_CHECKIN_SQL = `select seq, id, org_id, user_id, site_id, status, arrival_window_start_at, arrival_window_end_at, latitude, longitude, accuracy_meters, check_in_address, check_out_address, checked_in_at, checked_out_at, distance_from_site_meters, within_geofence, suspicious, suspicion_reasons, geofence_status, created_at, updated_at
+  from checkins where org_id = ? and id = ? limit 1`;
+
 interface CheckinRow {
   seq: number;
   id: string;
@@ -105,7 +109,7 @@ export async function insertCheckin(db: Knex, orgId: string, fields: CheckinFiel
 
 export async function findCheckin(db: Knex, orgId: string, id: string): Promise<Checkin | undefined> {
   // the read the bench measures: through the driver on Knex's connection (storage/database.ts)
-  const [row] = await selectRows<CheckinRow>(db, 'select * from checkins where org_id = ? and id = ? limit 1', [orgId, id]);
+  const [row] = await selectRows<CheckinRow>(db, FIND_CHECKIN_SQL, [orgId, id]);
   return row && toCheckin(row);
 }
 

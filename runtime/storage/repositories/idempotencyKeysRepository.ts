@@ -44,7 +44,8 @@ export async function findIdempotencyKey(db: Knex, apiKeyId: string, key: string
 const INSERT_CLAIM_SQL = `insert into idempotency_keys (api_key_id, idempotency_key, fingerprint, state, lock_token, locked_until,
   response_status, response_headers, response_body, created_at, expires_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
   on conflict (api_key_id, idempotency_key) do nothing returning lock_token`;
-const FIND_SQL = 'select * from idempotency_keys where api_key_id = ? and idempotency_key = ? limit 1';
+const FIND_SQL = `select api_key_id, idempotency_key, fingerprint, state, lock_token, locked_until, response_status,
+  response_headers, response_body, created_at, expires_at from idempotency_keys where api_key_id = ? and idempotency_key = ? limit 1`;
 const COMPLETE_SQL = `update idempotency_keys set state = 'completed', lock_token = null, locked_until = null,
   response_status = ?, response_headers = ?, response_body = ?
   where api_key_id = ? and idempotency_key = ? and state = 'in_progress' and lock_token = ?`;

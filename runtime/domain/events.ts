@@ -5,8 +5,8 @@ import { nowIso } from '../time';
 import type { components } from '../../generated/types';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { ApiError, validationError } from '../errors';
-import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, insertEventInOrder, listEvents } from '../storage/repositories/eventsRepository';
-import { deleteDeliveriesBefore, findListeningSubscriptions, insertDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
+import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, listEvents } from '../storage/repositories/eventsRepository';
+import { deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
 import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
 
 export type { EventType } from './eventTypes';
@@ -29,15 +29,15 @@ export interface EventInput {
  * event lock (Postgres), which serializes the organization's writers until COMMIT so that
  * `sequence` is commit order and a feed walk never skips an event. A table's insert lock taken
  * after it could deadlock with a writer that holds that table lock and waits for this one.
- * Everything that can be done before the lock is (the subscriptions listening, usually none):
- * each round trip under it is paid by every writer of the organization. A subscription whose
- * creation commits while this write is in flight may miss this event, as it could before.
+ * On Postgres the lock, the event, the lookup of the subscriptions listening and their
+ * deliveries are one statement (each round trip under the lock is paid by every writer of the
+ * organization). A subscription whose creation commits while this write is in flight may miss
+ * this event.
  */
 export async function recordEvent(trx: Knex, orgId: string, input: EventInput): Promise<Event> {
   const id = newId('evt');
-  const listening = await findListeningSubscriptions(trx, orgId, input.type);
   const resourceId = typeof (input.data as { id?: unknown }).id === 'string' ? ((input.data as { id: string }).id) : null;
-  const { seq, occurredAt } = await insertEventInOrder(trx, {
+  const { seq, occurredAt } = await insertEventAndQueueDeliveries(trx, {
     id,
     org_id: orgId,
     type: input.type,
@@ -45,7 +45,6 @@ export async function recordEvent(trx: Knex, orgId: string, input: EventInput): 
     data: JSON.stringify(input.data),
     changed_fields: input.changedFields === undefined ? null : JSON.stringify(input.changedFields),
   }, nowIso);
-  await insertDeliveries(trx, orgId, listening, { id, type: input.type, occurredAt });
   return {
     id,
     type: input.type,

@@ -30,39 +30,12 @@ export function toEvent(row: EventRow): Event {
   };
 }
 
-/**
- * Inserts an event behind its organization's event lock and answers its `seq` and `occurred_at`.
- * The lock (the ordered-insert lock of `events`, storage/orderedInsert.ts) is held until COMMIT
- * and serializes the organization's writers, so each round trip after it is paid by every one of
- * them: on Postgres the lock, the reading of the time and the insert are one statement. The time
- * is the database's clock read under the lock, so occurredAt never goes backwards within an
- * organization, whichever server process writes. SQLite has one writer at a time: no lock, and
- * `now()` at the insert.
- */
-export async function insertEventInOrder(db: Knex, row: Omit<EventRow, 'seq' | 'occurred_at'>, now: () => string): Promise<{ seq: number; occurredAt: string }> {
-  if (dialectOf(db) !== 'postgres') {
-    const occurredAt = now();
-    return { seq: await insertEvent(db, { ...row, occurred_at: occurredAt }), occurredAt };
-  }
-  const [inserted] = await writeReturning<{ seq: number | string; occurred_at: string }>(
-    db,
-    INSERT_IN_ORDER_SQL,
-    [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.org_id],
-  );
-  return { seq: Number(inserted.seq), occurredAt: inserted.occurred_at };
-}
-
-// Fixed texts run through the driver (storage/database.ts, writeReturning): every domain write
-// runs one, and Knex's builder and runner cost more than the insert itself.
-// `offset 0` keeps the locking subquery a plan node of its own, evaluated before the row (and its seq) is formed
-const INSERT_IN_ORDER_SQL = `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
-  select ?, ?, ?, ?, ?, ?, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-  from (select pg_advisory_xact_lock(hashtext('events'), hashtext(?)) offset 0) as locked
-  returning seq, occurred_at`;
+// Fixed text run through the driver (storage/database.ts, writeReturning): every domain write
+// runs it, and Knex's builder and runner cost more than the insert itself.
 const INSERT_SQL = `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
   values (?, ?, ?, ?, ?, ?, ?) returning seq`;
 
-/** Inserts the event and answers its `seq`. */
+/** Inserts the event and answers its `seq` (SQLite; on Postgres webhookDeliveriesRepository.insertEventAndQueueDeliveries does it all in one statement). */
 export async function insertEvent(db: Knex, row: Omit<EventRow, 'seq'>): Promise<number> {
   const [inserted] = await writeReturning<{ seq: number | string }>(
     db,

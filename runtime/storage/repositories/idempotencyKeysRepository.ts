@@ -123,17 +123,19 @@ export async function tryLockKey(trx: Knex.Transaction, apiKeyId: string, key: s
  * of its own by `offset 0`), so nobody else is deciding about the key while it is read.
  */
 export async function tryLockAndFindKey(trx: Knex.Transaction, apiKeyId: string, key: string): Promise<{ locked: boolean; row: IdempotencyRow | undefined }> {
-  const result = await trx.raw(
-    `select l.locked, k.* from (select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked offset 0) as l
-     left join idempotency_keys k on l.locked and k.api_key_id = ? and k.idempotency_key = ?`,
-    [apiKeyId, key, apiKeyId, key],
-  );
-  const { locked, ...row } = result.rows[0] as { locked: boolean } & Partial<IdempotencyRow>;
+  const [result] = await selectRows<{ locked: boolean } & Partial<IdempotencyRow>>(trx, TRY_LOCK_AND_FIND_SQL, [apiKeyId, key, apiKeyId, key]);
+  const { locked, ...row } = result;
   return { locked: locked === true, row: row.api_key_id == null ? undefined : (row as IdempotencyRow) };
 }
 
 /** The advisory lock key of (API key id, Idempotency-Key) as SQL with two bindings, in that order. */
 export const ADVISORY_LOCK_KEY_SQL = `('x' || substr(md5(current_schema() || chr(10) || ? || chr(10) || ?), 1, 16))::bit(64)::bigint`;
+
+// run through the driver as a prepared statement (storage/database.ts): every keyed write on Postgres runs it
+const TRY_LOCK_AND_FIND_SQL = `select l.locked, k.api_key_id, k.idempotency_key, k.fingerprint, k.state, k.lock_token, k.locked_until,
+    k.response_status, k.response_headers, k.response_body, k.created_at, k.expires_at
+  from (select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked offset 0) as l
+  left join idempotency_keys k on l.locked and k.api_key_id = ? and k.idempotency_key = ?`;
 
 export interface IdempotencyResponseColumns {
   status: number;

@@ -2,11 +2,11 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newIdBatch } from '../../ids';
 import { dialectOf } from '../databaseErrors';
-import { selectRows } from '../database';
+import { selectRows, writeReturning } from '../database';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import type { ListFilters } from '../listFilters';
-import type { EventRow } from './eventsRepository';
+import { insertEvent, type EventRow } from './eventsRepository';
 import type { WebhookSubscriptionRow } from './webhookSubscriptionsRepository';
 
 export type WebhookDelivery = components['schemas']['WebhookDelivery'];
@@ -66,6 +66,59 @@ export async function findListeningSubscriptions(db: Knex, orgId: string, type: 
 const LISTENING_SQL = `select s.id from webhook_subscription_types st
   join webhook_subscriptions s on s.id = st.subscription_id
   where st.org_id = ? and st.event_type = ? and s.status in ('active', 'paused')`;
+
+/**
+ * Records an event and queues one delivery of it per subscription of its organization that
+ * listens to its type (active or paused), in the caller's transaction; answers the event's `seq`
+ * and `occurred_at`.
+ *
+ * Postgres: one statement, behind the organization's event lock (the ordered-insert lock of
+ * `events`, storage/orderedInsert.ts), which is held until COMMIT and serializes the
+ * organization's writers — so every round trip after it is paid by all of them, and the lock,
+ * the time, the insert, the subscription lookup and the deliveries are one. The time is the
+ * database's clock read under the lock, so occurredAt never goes backwards within an
+ * organization, whichever server process writes. Delivery ids are made there: `whd_` and 24
+ * hex digits of an MD5 of a random UUID (hex digits are a subset of the ids' alphabet).
+ * SQLite has one writer at a time: no lock, `now()` at the insert, three short statements on the
+ * one connection (the lookup, the event, the deliveries when someone listens).
+ */
+export async function insertEventAndQueueDeliveries(
+  db: Knex,
+  row: Omit<EventRow, 'seq' | 'occurred_at'>,
+  now: () => string,
+): Promise<{ seq: number; occurredAt: string }> {
+  if (dialectOf(db) !== 'postgres') {
+    const listening = await findListeningSubscriptions(db, row.org_id, row.type);
+    const occurredAt = now();
+    const seq = await insertEvent(db, { ...row, occurred_at: occurredAt });
+    await insertDeliveries(db, row.org_id, listening, { id: row.id, type: row.type, occurredAt });
+    return { seq, occurredAt };
+  }
+  const [inserted] = await writeReturning<{ seq: number | string; occurred_at: string }>(
+    db,
+    RECORD_EVENT_SQL,
+    [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.org_id],
+  );
+  return { seq: Number(inserted.seq), occurredAt: inserted.occurred_at };
+}
+
+// `offset 0` keeps the locking subquery a plan node of its own, evaluated before the row (and
+// its seq) is formed; a data-modifying WITH runs to completion whether or not the final select
+// reads it.
+const RECORD_EVENT_SQL = `with recorded as (
+    insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
+    select ?, ?, ?, ?, ?, ?, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+    from (select pg_advisory_xact_lock(hashtext('events'), hashtext(?)) offset 0) as locked
+    returning id, org_id, type, seq, occurred_at
+  ), queued as (
+    insert into webhook_deliveries (id, org_id, subscription_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at)
+    select 'whd_' || substr(md5(gen_random_uuid()::text), 1, 24), e.org_id, s.id, e.id, e.type, 'pending', 0, e.occurred_at, e.occurred_at, e.occurred_at
+    from recorded e
+    join webhook_subscription_types st on st.org_id = e.org_id and st.event_type = e.type
+    join webhook_subscriptions s on s.id = st.subscription_id and s.status in ('active', 'paused')
+    returning 1
+  )
+  select seq, occurred_at from recorded`;
 
 /** Queues one delivery of a new event per subscription of `subscriptionIds`. */
 export async function insertDeliveries(db: Knex, orgId: string, subscriptionIds: readonly string[], event: { id: string; type: string; occurredAt: string }): Promise<number> {

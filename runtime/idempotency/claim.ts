@@ -13,7 +13,7 @@ import {
   renewLeases,
   takeOverExpired,
   takeOverStaleLease,
-  tryLockAndFindKey,
+  tryLockAndClaimKey,
 } from '../storage/repositories/idempotencyKeysRepository';
 
 /**
@@ -95,9 +95,13 @@ async function claimUnderLock(db: Knex, settings: IdempotencySettings, apiKeyId:
   let result: ClaimResult;
   try {
     // not waiting: a duplicate answers at once instead of queueing behind the running request
-    const { locked, row } = await tryLockAndFindKey(trx, apiKeyId, key);
+    // and, when nobody holds or held the key, the claim row, in the same round trip
+    const fresh = freshClaim(settings, apiKeyId, key, requestFingerprint, Date.now());
+    const { locked, inserted, row } = await tryLockAndClaimKey(trx, fresh);
     if (!locked) throw inProgress();
-    result = await claimRow(trx, settings, apiKeyId, key, requestFingerprint, row);
+    result = inserted
+      ? { kind: 'claimed', apiKeyId, key, token: fresh.lock_token! }
+      : await claimRow(trx, settings, apiKeyId, key, requestFingerprint, row);
   } catch (err) {
     await trx.rollback().catch(() => undefined);
     throw err;
@@ -125,20 +129,8 @@ async function claimRow(
   let alreadyRead = readUnderLock !== undefined || dialectOf(db) === 'postgres';
   for (let attempt = 0; attempt < 5; attempt++) {
     const now = Date.now();
-    const token = randomUUID(); // 122 random bits from node's pooled CSPRNG (no system call per request)
-    const fresh: IdempotencyRow = {
-      api_key_id: apiKeyId,
-      idempotency_key: key,
-      fingerprint: requestFingerprint,
-      state: 'in_progress',
-      lock_token: token,
-      locked_until: isoIn(now, settings.leaseSeconds),
-      response_status: null,
-      response_headers: null,
-      response_body: null,
-      created_at: new Date(now).toISOString(),
-      expires_at: isoIn(now, settings.ttlSeconds),
-    };
+    const fresh = freshClaim(settings, apiKeyId, key, requestFingerprint, now);
+    const token = fresh.lock_token!;
     // read first: on SQLite a read needs no write lock, so a duplicate of a running request
     // answers at once instead of waiting for that request's write transaction
     let row = alreadyRead ? readUnderLock : await findIdempotencyKey(db, apiKeyId, key);
@@ -178,6 +170,23 @@ async function claimRow(
     if (taken) return { kind: 'claimed', apiKeyId, key, token };
   }
   throw inProgress();
+}
+
+/** A new in-progress claim row with a fresh lock token and lease. */
+function freshClaim(settings: IdempotencySettings, apiKeyId: string, key: string, requestFingerprint: string, now: number): IdempotencyRow {
+  return {
+    api_key_id: apiKeyId,
+    idempotency_key: key,
+    fingerprint: requestFingerprint,
+    state: 'in_progress',
+    lock_token: randomUUID(), // 122 random bits from node's pooled CSPRNG (no system call per request)
+    locked_until: isoIn(now, settings.leaseSeconds),
+    response_status: null,
+    response_headers: null,
+    response_body: null,
+    created_at: new Date(now).toISOString(),
+    expires_at: isoIn(now, settings.ttlSeconds),
+  };
 }
 
 /**

@@ -118,24 +118,25 @@ export async function tryLockKey(trx: Knex.Transaction, apiKeyId: string, key: s
 }
 
 /**
- * Postgres: tryLockKey and findIdempotencyKey in one round trip. The row is read only when the
- * lock was taken (the join's condition is evaluated after the lock's subquery, kept a plan node
- * of its own by `offset 0`), so nobody else is deciding about the key while it is read.
+ * Postgres: tryLockKey, findIdempotencyKey and insertClaimIfAbsent in one round trip. The row is
+ * read and `fresh` inserted only when the lock was taken, so nobody else is deciding about the
+ * key meanwhile. No row yet: `fresh` is inserted (`inserted: true`, `row` undefined). A row:
+ * answered as found, for the caller's decisions (replay, reuse, expiry, a lapsed lease).
  */
-export async function tryLockAndFindKey(trx: Knex.Transaction, apiKeyId: string, key: string): Promise<{ locked: boolean; row: IdempotencyRow | undefined }> {
-  const [result] = await selectRows<{ locked: boolean } & Partial<IdempotencyRow>>(trx, TRY_LOCK_AND_FIND_SQL, [apiKeyId, key, apiKeyId, key]);
-  const { locked, ...row } = result;
-  return { locked: locked === true, row: row.api_key_id == null ? undefined : (row as IdempotencyRow) };
+export async function tryLockAndClaimKey(trx: Knex.Transaction, fresh: IdempotencyRow): Promise<{ locked: boolean; inserted: boolean; row: IdempotencyRow | undefined }> {
+  const [result] = await selectRows<{ locked: boolean; inserted: number | string } & Partial<IdempotencyRow>>(trx, TRY_LOCK_AND_CLAIM_SQL, [
+    fresh.api_key_id, fresh.idempotency_key,
+    fresh.api_key_id, fresh.idempotency_key, fresh.fingerprint, fresh.state, fresh.lock_token, fresh.locked_until,
+    fresh.response_status, fresh.response_headers, fresh.response_body, fresh.created_at, fresh.expires_at,
+    fresh.api_key_id, fresh.idempotency_key,
+  ]);
+  const { locked, inserted, ...row } = result;
+  return { locked: locked === true, inserted: Number(inserted) === 1, row: row.api_key_id == null ? undefined : (row as IdempotencyRow) };
 }
 
 /** The advisory lock key of (API key id, Idempotency-Key) as SQL with two bindings, in that order. */
 export const ADVISORY_LOCK_KEY_SQL = `('x' || substr(md5(current_schema() || chr(10) || ? || chr(10) || ?), 1, 16))::bit(64)::bigint`;
 
-// run through the driver as a prepared statement (storage/database.ts): every keyed write on Postgres runs it
-const TRY_LOCK_AND_FIND_SQL = `select l.locked, k.api_key_id, k.idempotency_key, k.fingerprint, k.state, k.lock_token, k.locked_until,
-    k.response_status, k.response_headers, k.response_body, k.created_at, k.expires_at
-  from (select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked offset 0) as l
-  left join idempotency_keys k on l.locked and k.api_key_id = ? and k.idempotency_key = ?`;
 
 export interface IdempotencyResponseColumns {
   status: number;
@@ -182,3 +183,18 @@ export async function deleteExpiredBatch(db: Knex, now: string, batch: number): 
   const deleted: number = await purgeable(db('idempotency_keys').whereIn(['api_key_id', 'idempotency_key'], expired)).delete();
   return deleted;
 }
+
+// The lock (evaluated once: a CTE with a volatile function is materialized), the insert when the
+// lock was taken, and the row as it was before the statement (a WITH's insert is not visible to
+// the statement's own select). Prepared (storage/database.ts): every keyed write on Postgres runs it.
+const TRY_LOCK_AND_CLAIM_SQL = `with l as (select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked offset 0),
+  claimed as (
+    insert into idempotency_keys (api_key_id, idempotency_key, fingerprint, state, lock_token, locked_until,
+      response_status, response_headers, response_body, created_at, expires_at)
+    select ?, ?, ?, ?, ?, ?, ?::integer, ?, ?, ?, ? from l where l.locked
+    on conflict (api_key_id, idempotency_key) do nothing
+    returning 1
+  )
+  select l.locked, (select count(*) from claimed) as inserted, k.api_key_id, k.idempotency_key, k.fingerprint, k.state, k.lock_token,
+    k.locked_until, k.response_status, k.response_headers, k.response_body, k.created_at, k.expires_at
+  from l left join idempotency_keys k on l.locked and k.api_key_id = ? and k.idempotency_key = ?`;

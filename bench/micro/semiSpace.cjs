@@ -1,0 +1,61 @@
+// Peak resident memory and throughput of the server under 32 concurrent keyed POST /v1/logs for
+// 12 s, started as `npm start` starts it (`node --max-semi-space-size=4`) and without the option
+// (V8's default), each twice, alternating, on fresh SQLite files, rate limits off.
+// Usage: npm run build && node bench/micro/semiSpace.cjs
+'use strict';
+const path = require('node:path');
+const fs = require('node:fs');
+const os = require('node:os');
+const { spawn } = require('node:child_process');
+const autocannon = require('autocannon');
+const ENTRY = path.join(__dirname, '..', '..', 'dist', 'runtime', 'main.js');
+
+async function measure(label, nodeOptions, port) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-semispace-'));
+  const server = spawn(process.execPath, [...nodeOptions, ENTRY], {
+    env: { ...process.env, DATABASE_URL: `sqlite://${path.join(dir, 'db.sqlite')}`, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'off' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  const secret = await new Promise((resolve, reject) => {
+    server.stdout.on('data', (chunk) => {
+      out += chunk;
+      const match = /fop_[A-Za-z0-9_-]+/.exec(out);
+      if (match && out.includes('curl')) resolve(match[0]);
+    });
+    server.once('exit', (code) => reject(new Error(`server exited ${code}`)));
+  });
+  let peakKb = 0;
+  const poll = setInterval(() => {
+    const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'));
+    if (m) peakKb = Math.max(peakKb, Number(m[1]));
+  }, 100);
+  let n = 0;
+  const result = await autocannon({
+    url: `http://127.0.0.1:${port}/v1/logs`,
+    connections: 32,
+    duration: 12,
+    requests: [{
+      method: 'POST',
+      setupRequest: (req) => ({
+        ...req,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}`, 'idempotency-key': `semi-${port}-${n++}` },
+        body: JSON.stringify({ entityType: 'checkin', entityId: 'chk_x', message: `m${n}` }),
+      }),
+    }],
+  });
+  clearInterval(poll);
+  const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'))[1]);
+  server.kill('SIGTERM');
+  await new Promise((resolve) => server.once('exit', resolve));
+  fs.rmSync(dir, { recursive: true, force: true });
+  console.log(`${label.padEnd(32)} ${result.requests.average.toFixed(0).padStart(5)} req/s, non-2xx ${result.non2xx}, peak RSS ${(Math.max(peakKb, hwm) / 1024).toFixed(0)} MB`);
+}
+
+(async () => {
+  let port = 39100;
+  for (let round = 0; round < 2; round++) {
+    await measure('--max-semi-space-size=4 (npm start)', ['--max-semi-space-size=4'], port++);
+    await measure("V8's default", [], port++);
+  }
+})();

@@ -64,7 +64,7 @@ function measurementsTable(rows: Measurement[]): string {
 }
 
 function targetsTable(targets: Target[]): string {
-  return ['| target | goal | measured | |', '|---|---|---|---|', ...targets.map((t) => `| ${t.name} | ${t.requirement} | ${t.measured} | ${t.met ? 'met' : '**missed**'} |`)].join('\n');
+  return ['| target | goal | measured | |', '|---|---|---|---|', ...targets.map((t) => `| ${t.name} | ${t.requirement} | ${t.measured} | ${t.met ? 'met' : t.measured === 'not measured' ? '— (scenario not run)' : '**missed**'} |`)].join('\n');
 }
 
 function stageRows(stage: StageResult, reference?: StageResult): Measurement[] {

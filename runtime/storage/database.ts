@@ -125,15 +125,8 @@ function cacheStatements(conn: { prepare(sql: string): unknown }): void {
  * by id): Knex's builder, runner and response layers cost more than the statement itself
  * there (bench/README.md, profile). On SQLite the connection's statement cache serves it.
  */
-export async function selectRows<T>(db: Knex, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
-  const client = db.client as { config: { client: string }; acquireConnection(): Promise<any>; releaseConnection(conn: unknown): Promise<void> };
-  const conn = await client.acquireConnection();
-  try {
-    if (client.config.client !== 'pg') return conn.prepare(sql).all(...bindings) as T[];
-    return (await conn.query(pgStatement(sql, bindings))).rows as T[];
-  } finally {
-    await client.releaseConnection(conn);
-  }
+export async function selectRows<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
+  return onDriverConnection(db, async (conn, pg) => (pg ? (await conn.query(pgStatement(sql, bindings))).rows : conn.prepare(sql).all(...bindings)) as T[]);
 }
 
 /**
@@ -141,7 +134,7 @@ export async function selectRows<T>(db: Knex, sql: string, bindings: readonly (s
  * runs a select: straight through the driver, on the transaction's connection when `db` is one.
  * For the writes every request makes (the event of a write).
  */
-export async function writeReturning<T>(db: Knex, sql: string, bindings: readonly (string | number | null)[]): Promise<T[]> {
+export async function writeReturning<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
   return selectRows<T>(db, sql, bindings);
 }
 
@@ -150,12 +143,21 @@ export async function writeReturning<T>(db: Knex, sql: string, bindings: readonl
  * a select, and answers how many rows it changed. For the statements every write runs (the
  * Idempotency-Key's row, the ordered insert of a listed table).
  */
-export async function runStatement(db: Knex, sql: string, bindings: readonly (string | number | null)[]): Promise<number> {
+export async function runStatement(db: Knex, sql: string, bindings: readonly Binding[]): Promise<number> {
+  return onDriverConnection(db, async (conn, pg) => (pg ? (await conn.query(pgStatement(sql, bindings))).rowCount ?? 0 : conn.prepare(sql).run(...bindings).changes) as number);
+}
+
+type Binding = string | number | null;
+
+/**
+ * Runs `work` on the driver's connection under `db`: the transaction's own connection when `db`
+ * is a transaction, else one taken from Knex's pool and given back after.
+ */
+async function onDriverConnection<R>(db: Knex, work: (conn: any, pg: boolean) => Promise<R>): Promise<R> {
   const client = db.client as { config: { client: string }; acquireConnection(): Promise<any>; releaseConnection(conn: unknown): Promise<void> };
   const conn = await client.acquireConnection();
   try {
-    if (client.config.client !== 'pg') return conn.prepare(sql).run(...bindings).changes as number;
-    return (await conn.query(pgStatement(sql, bindings))).rowCount ?? 0;
+    return await work(conn, client.config.client === 'pg');
   } finally {
     await client.releaseConnection(conn);
   }
@@ -171,7 +173,7 @@ export async function runStatement(db: Knex, sql: string, bindings: readonly (st
  * The set of texts is fixed by the code; the bound is a guard.
  */
 const pgTexts = new Map<string, { name: string; text: string }>();
-function pgStatement(sql: string, values: readonly (string | number | null)[]): { name?: string; text: string; values: readonly (string | number | null)[] } {
+function pgStatement(sql: string, values: readonly Binding[]): { name?: string; text: string; values: readonly Binding[] } {
   let known = pgTexts.get(sql);
   if (known === undefined) {
     let n = 0;

@@ -1,5 +1,5 @@
 import { Knex } from 'knex';
-import { dialectOf } from './databaseErrors';
+import { Dialect, dialectOf } from './databaseErrors';
 import { runStatement } from './database';
 
 /**
@@ -31,11 +31,8 @@ export async function lockForOrderedInsert(db: Knex, table: string, orgId: strin
 export async function insertInOrder(db: Knex, table: string, orgId: string, row: Record<string, string | number | null>): Promise<void> {
   const columns = Object.keys(row);
   const values = columns.map((c) => row[c] ?? null);
-  if (dialectOf(db) !== 'postgres') {
-    await runStatement(db, insertText('sqlite', table, columns), values);
-    return;
-  }
-  await runStatement(db, insertText('postgres', table, columns), [...values, table, orgId]);
+  const dialect = dialectOf(db);
+  await runStatement(db, insertText(dialect, table, columns), dialect === 'postgres' ? [...values, table, orgId] : values);
 }
 
 /**
@@ -44,7 +41,7 @@ export async function insertInOrder(db: Knex, table: string, orgId: string, row:
  * Table and column names come from the repositories' code, never from a request.
  */
 const insertTexts = new Map<string, string>();
-function insertText(dialect: 'sqlite' | 'postgres', table: string, columns: string[]): string {
+function insertText(dialect: Dialect, table: string, columns: string[]): string {
   const cacheKey = `${dialect}\n${table}\n${columns.join(',')}`;
   let text = insertTexts.get(cacheKey);
   if (text === undefined) {

@@ -2,7 +2,6 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { decodeCursor, encodeCursor, type Page } from '../../cursor';
 import { rowsOf } from '../rawRows';
-import { dialectOf } from '../databaseErrors';
 import { writeReturning } from '../database';
 
 export type Event = components['schemas']['Event'];

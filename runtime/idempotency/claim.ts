@@ -196,7 +196,7 @@ function freshClaim(settings: IdempotencySettings, apiKeyId: string, key: string
  * releaseIdempotencyKey — except after LeaseLostError: the key is someone else's then.
  * Postgres: a savepoint inside the claim transaction, which commits after it.
  */
-export async function runClaimedOperation<T>(db: Knex, claim: Claimed, work: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+export async function runClaimedOperation<T>(db: Knex, claim: Claimed, work: (trx: Knex) => Promise<T>): Promise<T> {
   const held = heldTransactions.get(claim);
   if (!held) {
     try {
@@ -242,7 +242,7 @@ async function endClaimTransaction(claim: Claimed): Promise<void> {
  * Stores the response inside the operation's transaction. Fenced on the lock token: when the
  * claim was taken over meanwhile, nothing is stored and the transaction must roll back.
  */
-export async function storeIdempotentResponse(trx: Knex.Transaction, claim: Claimed, response: StoredResponse): Promise<void> {
+export async function storeIdempotentResponse(trx: Knex, claim: Claimed, response: StoredResponse): Promise<void> {
   const updated = await completeIdempotencyKey(trx, claim.apiKeyId, claim.key, claim.token, response);
   if (updated !== 1) throw new LeaseLostError();
 }
@@ -339,7 +339,7 @@ async function renewAll(keeper: LeaseKeeper): Promise<void> {
     for (let i = 0; i < claims.length; i += RENEWAL_CHUNK) {
       const chunk = claims.slice(i, i + RENEWAL_CHUNK);
       // the new lease counts from when the statement runs, not from when it was queued
-      const held = await keeper.db.transaction((trx) => renewLeases(trx, chunk, isoIn(Date.now(), keeper.leaseSeconds)));
+      const held = await inWriteTransaction(keeper.db, (trx) => renewLeases(trx, chunk, isoIn(Date.now(), keeper.leaseSeconds)));
       // completed, released or taken over: nothing left to renew
       for (const claim of chunk) if (!held.has(claim.token)) stopKeepingLease(claim);
     }

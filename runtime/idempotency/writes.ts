@@ -31,7 +31,7 @@ export async function runWrite(
   settings: IdempotencySettings,
   keyed: KeyedRequest | undefined,
   requestId: string,
-  work: (trx: Knex.Transaction) => Promise<Reply>,
+  work: (trx: Knex) => Promise<Reply>,
 ): Promise<{ reply: Reply; replayed: boolean }> {
   if (keyed === undefined) return { reply: await inWriteTransaction(db, work), replayed: false };
   const claim = await claimIdempotencyKey(db, settings, keyed.apiKeyId, keyed.key, keyed.fingerprint);

@@ -95,7 +95,7 @@ export interface HeldClaim {
  * Extends the lease of the in-progress claims still holding their token to `lockedUntil`, and
  * returns the tokens of those still held (a claim that completed or was taken over is not).
  */
-export async function renewLeases(trx: Knex.Transaction, claims: HeldClaim[], lockedUntil: string): Promise<Set<string>> {
+export async function renewLeases(trx: Knex, claims: HeldClaim[], lockedUntil: string): Promise<Set<string>> {
   const held = (q: Knex.QueryBuilder) =>
     q
       .whereIn(['api_key_id', 'idempotency_key'], claims.map((c) => [c.apiKeyId, c.key]))
@@ -149,7 +149,7 @@ export interface IdempotencyResponseColumns {
  * taken over meanwhile, nothing changes. Returns how many rows changed.
  */
 export async function completeIdempotencyKey(
-  trx: Knex.Transaction,
+  trx: Knex,
   apiKeyId: string,
   key: string,
   token: string,

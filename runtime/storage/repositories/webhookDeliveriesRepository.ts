@@ -195,7 +195,7 @@ function dueQuery(db: Knex, now: string): Knex.QueryBuilder {
  * transaction: on Postgres the candidate rows are locked FOR UPDATE SKIP LOCKED, so concurrent
  * workers claim disjoint sets without waiting for each other; SQLite has one writer at a time.
  */
-export async function claimDueDeliveries(trx: Knex.Transaction, now: string, limit: number, leaseUntil: string, token: string): Promise<ClaimedDelivery[]> {
+export async function claimDueDeliveries(trx: Knex, now: string, limit: number, leaseUntil: string, token: string): Promise<ClaimedDelivery[]> {
   const candidates = dueQuery(trx, now).orderBy('d.next_attempt_at').limit(limit).select('d.seq');
   if (dialectOf(trx) === 'postgres') candidates.forUpdate('d').skipLocked();
   const seqs: number[] = (await candidates).map((r: { seq: number }) => r.seq);

@@ -6,7 +6,7 @@ import { openDatabase, Database, runStatement } from '../runtime/storage/databas
 import type { Knex } from 'knex';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
 
-// Every write transaction on SQLite begins IMMEDIATE (runtime/storage/database.ts): it holds the
+// Every write transaction on SQLite begins IMMEDIATE (runtime/storage/writeTransaction.ts): it holds the
 // write lock from its first statement, so a transaction that reads first and writes later is not
 // refused (SQLITE_BUSY) when another process commits in between — the other process waits
 // instead. With Knex's plain BEGIN the write below fails at once.

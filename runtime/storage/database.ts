@@ -95,10 +95,11 @@ function sqliteFilename(url: string): string {
 const STATEMENT_CACHE_SIZE = 256;
 
 /**
- * Every transaction this server opens on SQLite writes (storage/writeTransaction.ts), so each
- * starts with the write lock: `BEGIN IMMEDIATE` instead of Knex's plain `BEGIN`, which would
- * take it only at the first write and fail with SQLITE_BUSY when another process committed
- * after the transaction's first read (busy_timeout does not cover that upgrade).
+ * Every transaction this server opens on SQLite writes, so each starts with the write lock:
+ * `BEGIN IMMEDIATE` instead of Knex's plain `BEGIN`, which would take it only at the first write
+ * and fail with SQLITE_BUSY when another process committed after the transaction's first read
+ * (busy_timeout does not cover that upgrade). The request's write transactions begin that way
+ * themselves (storage/writeTransaction.ts); this covers the ones Knex still opens (migrations).
  */
 const BEGIN_IMMEDIATE = 'BEGIN IMMEDIATE;';
 function cacheStatements(conn: { prepare(sql: string): unknown }): void {

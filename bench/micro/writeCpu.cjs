@@ -1,0 +1,71 @@
+// Server CPU per POST /v1/logs, with a fresh Idempotency-Key and without one, measured on one
+// server process (started as `npm start` starts it, fresh SQLite file, rate limits off) under
+// 32 connections: phases of 6 s alternate between the two kinds, 4 rounds, and each phase's
+// CPU time (all the process's threads, from /proc) is divided by its requests. Steadier than
+// the bench's req/s on a busy machine, because it counts the server's own work only.
+// Usage: npm run build && node bench/micro/writeCpu.cjs
+'use strict';
+const path = require('node:path');
+const fs = require('node:fs');
+const os = require('node:os');
+const { spawn } = require('node:child_process');
+const autocannon = require('autocannon');
+const ROOT = path.join(__dirname, '..', '..');
+const ENTRY = path.join(ROOT, 'dist', 'runtime', 'main.js');
+const NODE_OPTIONS = require(path.join(ROOT, 'package.json')).scripts.start.split(' ').filter((w) => w.startsWith('--'));
+const TICK_MS = 1000 / 100; // USER_HZ
+
+const cpuMs = (pid) => {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS; // utime + stime
+};
+
+(async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-writecpu-'));
+  const port = 39200 + Math.floor(Math.random() * 500);
+  const server = spawn(process.execPath, [...NODE_OPTIONS, ENTRY], {
+    env: { ...process.env, DATABASE_URL: process.env.DATABASE_URL ?? `sqlite://${path.join(dir, 'db.sqlite')}`, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'off' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  const secret = await new Promise((resolve, reject) => {
+    server.stdout.on('data', (chunk) => {
+      out += chunk;
+      const match = /fop_[A-Za-z0-9_-]+/.exec(out);
+      if (match && out.includes('curl')) resolve(match[0]);
+    });
+    server.once('exit', (code) => reject(new Error(`server exited ${code}`)));
+  });
+  let n = 0;
+  const run = (keyed, seconds) => autocannon({
+    url: `http://127.0.0.1:${port}/v1/logs`,
+    connections: 32,
+    duration: seconds,
+    requests: [{
+      method: 'POST',
+      setupRequest: (req) => ({
+        ...req,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}`, ...(keyed ? { 'idempotency-key': `cpu-${port}-${n}` } : {}) },
+        body: JSON.stringify({ entityType: 'checkin', entityId: 'chk_x', message: `m${n++}` }),
+      }),
+    }],
+  });
+  await run(true, 3); // warm-up
+  const results = { keyed: [], plain: [] };
+  for (let round = 0; round < 4; round++) {
+    for (const keyed of [true, false]) {
+      const before = cpuMs(server.pid);
+      const r = await run(keyed, 6);
+      const cpu = cpuMs(server.pid) - before;
+      if (r.non2xx) throw new Error(`${r.non2xx} non-2xx answers`);
+      results[keyed ? 'keyed' : 'plain'].push({ perRequest: (cpu * 1000) / r.requests.total, rps: r.requests.average });
+    }
+  }
+  server.kill('SIGTERM');
+  await new Promise((resolve) => server.once('exit', resolve));
+  fs.rmSync(dir, { recursive: true, force: true });
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  for (const [kind, rows] of Object.entries(results)) {
+    console.log(`${kind === 'keyed' ? 'with a fresh Idempotency-Key' : 'without a key              '}  ${median(rows.map((r) => r.perRequest)).toFixed(0)} µs CPU per request (${rows.map((r) => r.perRequest.toFixed(0)).join(', ')}), ${median(rows.map((r) => r.rps)).toFixed(0)} req/s`);
+  }
+})();

@@ -93,3 +93,16 @@ test('concurrent transactions of one process run one after the other, each seein
   await Promise.all(Array.from({ length: 10 }, () => one('concurrent')));
   expect(seen).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
 });
+
+test('a COMMIT that fails (a deferred foreign key) throws its error, keeps nothing, and leaves the connection ready for the next transaction', async () => {
+  await db.knex.raw('create table parents (id integer primary key)');
+  await db.knex.raw('create table children (id integer primary key, parent_id integer references parents (id) deferrable initially deferred)');
+  // SQLite checks a deferred foreign key at COMMIT, refuses it there and keeps the transaction open
+  await expect(inWriteTransaction(db.knex, (trx) => trx('children').insert({ parent_id: 42 }))).rejects.toMatchObject({ code: 'SQLITE_CONSTRAINT_FOREIGNKEY' });
+  expect(await db.knex('children').count({ n: '*' })).toEqual([{ n: 0 }]);
+  await inWriteTransaction(db.knex, async (trx) => {
+    await trx('parents').insert({ id: 42 });
+    await trx('children').insert({ parent_id: 42 });
+  });
+  expect(await db.knex('children').count({ n: '*' })).toEqual([{ n: 1 }]);
+});

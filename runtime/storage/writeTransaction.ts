@@ -42,6 +42,7 @@ interface SqliteConnection {
 
 async function onOpenTransaction<T>(db: Knex, conn: SqliteConnection, work: (trx: Knex) => Promise<T>): Promise<T> {
   const lent = lenderOf(db, conn);
+  if (conn.inTransaction) conn.prepare('ROLLBACK').run(); // left open by a ROLLBACK that failed
   conn.prepare('BEGIN IMMEDIATE').run(); // waits for the write lock up to busy_timeout, or throws
   let result: T;
   try {
@@ -53,8 +54,13 @@ async function onOpenTransaction<T>(db: Knex, conn: SqliteConnection, work: (trx
     }
     conn.prepare('COMMIT').run();
   } catch (err) {
-    // a failed COMMIT leaves the transaction open (SQLite keeps it for a retry); end it
-    if (conn.inTransaction) conn.prepare('ROLLBACK').run();
+    // a failed COMMIT leaves the transaction open (SQLite keeps it for a retry); end it. A
+    // ROLLBACK that fails too must not hide the error that made it necessary.
+    try {
+      if (conn.inTransaction) conn.prepare('ROLLBACK').run();
+    } catch {
+      // the next transaction on this connection ends what is left before its BEGIN
+    }
     throw err;
   }
   return result;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Knex } from 'knex';
 import type { Reply } from '../reply';
 import { ApiError } from '../errors';
-import { inWriteTransaction } from '../storage/writeTransaction';
+import { beginWriteTransaction, inWriteTransaction, WriteTransaction } from '../storage/writeTransaction';
 import { dialectOf } from '../storage/databaseErrors';
 import {
   completeIdempotencyKey,
@@ -88,22 +88,22 @@ export async function claimIdempotencyKey(
 }
 
 /** Postgres claim transactions still open, by claim (kept off the Claimed object itself). */
-const heldTransactions = new WeakMap<Claimed, Knex.Transaction>();
+const heldTransactions = new WeakMap<Claimed, WriteTransaction>();
 
 async function claimUnderLock(db: Knex, settings: IdempotencySettings, apiKeyId: string, key: string, requestFingerprint: string): Promise<ClaimResult> {
-  const trx = await db.transaction();
+  const trx = await beginWriteTransaction(db);
   let result: ClaimResult;
   try {
     // not waiting: a duplicate answers at once instead of queueing behind the running request
     // and, when nobody holds or held the key, the claim row, in the same round trip
     const fresh = freshClaim(settings, apiKeyId, key, requestFingerprint, Date.now());
-    const { locked, inserted, row } = await tryLockAndClaimKey(trx, fresh);
+    const { locked, inserted, row } = await tryLockAndClaimKey(trx.knex, fresh);
     if (!locked) throw inProgress();
     result = inserted
       ? { kind: 'claimed', apiKeyId, key, token: fresh.lock_token! }
-      : await claimRow(trx, settings, apiKeyId, key, requestFingerprint, row);
+      : await claimRow(trx.knex, settings, apiKeyId, key, requestFingerprint, row);
   } catch (err) {
-    await trx.rollback().catch(() => undefined);
+    await trx.rollback();
     throw err;
   }
   if (result.kind === 'claimed') heldTransactions.set(result, trx);
@@ -212,13 +212,13 @@ export async function runClaimedOperation<T>(db: Knex, claim: Claimed, work: (tr
   // round trip after the operation's inserts, while the organization's ordered-insert locks are
   // held (storage/orderedInsert.ts); COMMIT keeps the savepoint's work without it.
   let result: T;
-  await held.raw('savepoint claimed_operation');
+  await held.savepoint('claimed_operation');
   try {
-    result = await work(held);
+    result = await work(held.knex);
   } catch (err) {
     if (err instanceof LeaseLostError) await endClaimTransaction(claim);
     // the claim row stays; a failed rollback means the connection is gone, and the claim with it
-    else await held.raw('rollback to savepoint claimed_operation').catch(() => undefined);
+    else await held.rollbackToSavepoint('claimed_operation').catch(() => undefined);
     throw err;
   }
   try {
@@ -234,8 +234,7 @@ async function endClaimTransaction(claim: Claimed): Promise<void> {
   const held = heldTransactions.get(claim);
   if (!held) return;
   heldTransactions.delete(claim);
-  // a rollback that fails means the connection is gone, and the transaction with it
-  if (!held.isCompleted()) await held.rollback().catch(() => undefined);
+  await held.rollback();
 }
 
 /**
@@ -262,7 +261,7 @@ export async function storeIdempotentResponseAlone(db: Knex, claim: Claimed, res
       await inWriteTransaction(db, (trx) => storeIdempotentResponse(trx, claim, response));
       return;
     }
-    await storeIdempotentResponse(held, claim, response);
+    await storeIdempotentResponse(held.knex, claim, response);
     await held.commit();
     heldTransactions.delete(claim);
   } finally {

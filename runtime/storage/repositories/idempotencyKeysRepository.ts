@@ -112,7 +112,7 @@ export async function renewLeases(trx: Knex, claims: HeldClaim[], lockedUntil: s
  * with the connection of a process that died. Its 64-bit key is derived from the schema, the API
  * key id and the key (last, so that no two triples give the same text).
  */
-export async function tryLockKey(trx: Knex.Transaction, apiKeyId: string, key: string): Promise<boolean> {
+export async function tryLockKey(trx: Knex, apiKeyId: string, key: string): Promise<boolean> {
   const result = await trx.raw(`select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked`, [apiKeyId, key]);
   return result.rows[0].locked === true;
 }
@@ -123,7 +123,7 @@ export async function tryLockKey(trx: Knex.Transaction, apiKeyId: string, key: s
  * key meanwhile. No row yet: `fresh` is inserted (`inserted: true`, `row` undefined). A row:
  * answered as found, for the caller's decisions (replay, reuse, expiry, a lapsed lease).
  */
-export async function tryLockAndClaimKey(trx: Knex.Transaction, fresh: IdempotencyRow): Promise<{ locked: boolean; inserted: boolean; row: IdempotencyRow | undefined }> {
+export async function tryLockAndClaimKey(trx: Knex, fresh: IdempotencyRow): Promise<{ locked: boolean; inserted: boolean; row: IdempotencyRow | undefined }> {
   const [result] = await selectRows<{ locked: boolean; inserted: number | string } & Partial<IdempotencyRow>>(trx, TRY_LOCK_AND_CLAIM_SQL, [
     fresh.api_key_id, fresh.idempotency_key,
     fresh.api_key_id, fresh.idempotency_key, fresh.fingerprint, fresh.state, fresh.lock_token, fresh.locked_until,

@@ -1,0 +1,102 @@
+import type { Knex } from 'knex';
+import { runStatement } from '../runtime/storage/database';
+import { dialectOf } from '../runtime/storage/databaseErrors';
+import { beginWriteTransaction, inWriteTransaction } from '../runtime/storage/writeTransaction';
+import { testDatabases, TestDatabase, warnIfPostgresSkipped } from './support/databases';
+
+// The server's write transactions are opened, committed and rolled back through the driver, and
+// the work gets a Knex instance lent the transaction's connection (runtime/storage/writeTransaction.ts).
+// What Knex's own transactions guaranteed must hold on both databases.
+
+warnIfPostgresSkipped();
+
+describe.each(testDatabases)('write transactions ($name)', (kind) => {
+  let db: TestDatabase;
+  let knex: Knex;
+  const count = async (who: string) => Number((await knex('notes').whereLike('who', who).count({ n: '*' }))[0].n);
+
+  beforeAll(async () => {
+    db = await kind.create();
+    knex = db.knex;
+    await knex.raw('create table notes (id integer primary key, who text not null)');
+    await knex.raw('create table parents (id integer primary key)');
+    await knex.raw('create table children (id integer primary key, parent_id integer references parents (id) deferrable initially deferred)');
+  });
+  afterAll(() => db.destroy());
+
+  let nextId = 1;
+  const note = (who: string) => ({ id: nextId++, who });
+
+  it('commits every statement of the work, through the builder and the driver-level helpers, on a Knex of the same dialect', async () => {
+    const answer = await inWriteTransaction(knex, async (trx) => {
+      expect(dialectOf(trx)).toBe(db.dialect);
+      await trx('notes').insert(note('kept (builder)'));
+      await runStatement(trx, 'insert into notes (id, who) values (?, ?)', [nextId++, 'kept (driver)']);
+      return 'the answer';
+    });
+    expect(answer).toBe('the answer');
+    expect(await count('kept%')).toBe(2);
+  });
+
+  it('rolls back every statement when the work throws, throws the error on, and the next transaction works', async () => {
+    const failure = new Error('the operation failed');
+    await expect(
+      inWriteTransaction(knex, async (trx) => {
+        await trx('notes').insert(note('rolled back (builder)'));
+        await runStatement(trx, 'insert into notes (id, who) values (?, ?)', [nextId++, 'rolled back (driver)']);
+        expect(Number((await trx('notes').whereLike('who', 'rolled back%').count({ n: '*' }))[0].n)).toBe(2);
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
+    expect(await count('rolled back%')).toBe(0);
+    await inWriteTransaction(knex, (trx) => trx('notes').insert(note('after the rollback')));
+    expect(await count('after the rollback')).toBe(1);
+  });
+
+  it('refuses a statement through a transaction that has ended, and writes nothing', async () => {
+    let kept: Knex | undefined;
+    await inWriteTransaction(knex, async (trx) => {
+      kept = trx;
+    });
+    await expect(kept!('notes').insert(note('too late (builder)'))).rejects.toThrow(/write transaction has ended/);
+    await expect(runStatement(kept!, 'insert into notes (id, who) values (?, ?)', [nextId++, 'too late (driver)'])).rejects.toThrow(/write transaction has ended/);
+    expect(await count('too late%')).toBe(0);
+  });
+
+  it('a COMMIT that fails (a deferred foreign key) throws its error, keeps nothing, and the connection serves the next transaction', async () => {
+    await expect(inWriteTransaction(knex, (trx) => trx('children').insert({ id: 1, parent_id: 42 }))).rejects.toMatchObject({
+      code: db.dialect === 'postgres' ? '23503' : 'SQLITE_CONSTRAINT_FOREIGNKEY',
+    });
+    expect(Number((await knex('children').count({ n: '*' }))[0].n)).toBe(0);
+    await inWriteTransaction(knex, async (trx) => {
+      await trx('parents').insert({ id: 42 });
+      await trx('children').insert({ id: 1, parent_id: 42 });
+    });
+    expect(Number((await knex('children').count({ n: '*' }))[0].n)).toBe(1);
+  });
+
+  it('an open transaction rolls back to a savepoint and keeps what came before it', async () => {
+    const trx = await beginWriteTransaction(knex);
+    await trx.knex('notes').insert(note('before the savepoint'));
+    await trx.savepoint('test_point');
+    await trx.knex('notes').insert(note('after the savepoint'));
+    await trx.rollbackToSavepoint('test_point');
+    await trx.commit();
+    expect(trx.isOpen).toBe(false);
+    expect(await count('before the savepoint')).toBe(1);
+    expect(await count('after the savepoint')).toBe(0);
+    await expect(trx.commit()).rejects.toThrow(/has ended/);
+    await trx.rollback(); // a no-op once ended
+  });
+
+  it('concurrent transactions each see committed rows and their own, and all commit', async () => {
+    const one = (i: number) =>
+      inWriteTransaction(knex, async (trx) => {
+        await trx('notes').insert(note(`concurrent ${i}`));
+        await new Promise((resolve) => setImmediate(resolve)); // give the others every chance to interleave
+        return Number((await trx('notes').where({ who: `concurrent ${i}` }).count({ n: '*' }))[0].n);
+      });
+    expect(await Promise.all(Array.from({ length: 10 }, (_, i) => one(i)))).toEqual(Array(10).fill(1));
+    expect(await count('concurrent %')).toBe(10);
+  });
+});

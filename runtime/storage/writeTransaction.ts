@@ -61,7 +61,9 @@ export async function beginWriteTransaction(db: Knex): Promise<WriteTransaction>
   const pool = db.client as { acquireConnection(): Promise<Connection>; releaseConnection(conn: unknown): Promise<void> };
   const conn = await pool.acquireConnection();
   const pg = dialectOf(db) === 'postgres';
+  let lender: Lender;
   try {
+    lender = lenderOf(db, conn);
     if (pg) {
       await (conn as PgConnection).query('BEGIN');
     } else {
@@ -73,7 +75,6 @@ export async function beginWriteTransaction(db: Knex): Promise<WriteTransaction>
     await pool.releaseConnection(conn);
     throw err;
   }
-  const lender = lenderOf(db, conn);
   lender.client.lent = conn;
   return new DriverTransaction(pool, conn, lender, pg);
 }

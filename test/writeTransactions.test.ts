@@ -63,6 +63,85 @@ describe.each(testDatabases)('write transactions ($name)', (kind) => {
     expect(await count('too late%')).toBe(0);
   });
 
+  it('refuses a statement through an ended transaction also while another transaction is open on the same connection, and after a rollback', async () => {
+    let committed: Knex | undefined;
+    let rolledBack: Knex | undefined;
+    await inWriteTransaction(knex, async (trx) => {
+      committed = trx;
+    });
+    await expect(
+      inWriteTransaction(knex, async (trx) => {
+        rolledBack = trx;
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    const open = await beginWriteTransaction(knex);
+    await open.knex('notes').insert(note('the open one'));
+    await expect(committed!('notes').insert(note('stale (after commit)'))).rejects.toThrow(/write transaction has ended/);
+    await expect(rolledBack!('notes').insert(note('stale (after rollback)'))).rejects.toThrow(/write transaction has ended/);
+    await expect(runStatement(committed!, 'insert into notes (id, who) values (?, ?)', [nextId++, 'stale (driver)'])).rejects.toThrow(/write transaction has ended/);
+    await open.commit();
+    expect(await count('stale%')).toBe(0);
+    expect(await count('the open one')).toBe(1);
+  });
+
+  it('does not nest: beginning a transaction on a transaction\'s instance throws, and the outer one is unharmed', async () => {
+    await inWriteTransaction(knex, async (trx) => {
+      await trx('notes').insert(note('outer'));
+      await expect(inWriteTransaction(trx, (inner) => inner('notes').insert(note('inner')))).rejects.toThrow(/do not nest/);
+      await trx('notes').insert(note('outer, after'));
+    });
+    expect(await count('outer%')).toBe(2);
+    expect(await count('inner')).toBe(0);
+  });
+
+  it('gives every connection back to the pool: after a commit, a rollback and a failed COMMIT', async () => {
+    const pool = (knex.client as unknown as { pool: { numUsed(): number } }).pool;
+    await inWriteTransaction(knex, (trx) => trx('notes').insert(note('pool: committed')));
+    expect(pool.numUsed()).toBe(0);
+    await expect(inWriteTransaction(knex, async () => Promise.reject(new Error('no')))).rejects.toThrow('no');
+    expect(pool.numUsed()).toBe(0);
+    await expect(inWriteTransaction(knex, (trx) => trx('children').insert({ id: 999, parent_id: 999 }))).rejects.toBeDefined();
+    expect(pool.numUsed()).toBe(0);
+  });
+
+  it('a rollback while the COMMIT runs does nothing: the connection is given back once, so two later transactions never share it', async () => {
+    const pool = (knex.client as unknown as { pool: { numUsed(): number } }).pool;
+    const first = await beginWriteTransaction(knex);
+    await first.knex('notes').insert(note('first'));
+    const ending = Promise.all([first.commit(), first.rollback()]);
+    // on SQLite (one connection) these two wait for it in turn; given back twice, the second
+    // would get it while the first of them is still open, and its BEGIN would fail
+    const second = beginWriteTransaction(knex);
+    const third = beginWriteTransaction(knex);
+    await ending;
+    const [a, b] = await Promise.all([
+      second.then(async (t) => {
+        await t.knex('notes').insert(note('second'));
+        await new Promise((resolve) => setImmediate(resolve));
+        await t.commit();
+      }),
+      third.then(async (t) => {
+        await t.knex('notes').insert(note('third'));
+        await t.commit();
+      }),
+    ]);
+    expect([a, b]).toEqual([undefined, undefined]);
+    expect(await count('first')).toBe(1);
+    expect(await count('second')).toBe(1);
+    expect(await count('third')).toBe(1);
+    expect(pool.numUsed()).toBe(0);
+  });
+
+  it('an insert of an undefined value does inside a transaction what it does outside (DEFAULT on Postgres)', async () => {
+    await knex.raw("create table tagged (id integer primary key, tag text not null default 'none')");
+    const outcome = (p: Promise<unknown>) => p.then(() => 'stored', (err: { code?: string }) => err.code ?? 'error');
+    const outside = await outcome(knex('tagged').insert({ id: 1, tag: undefined }));
+    const inside = await outcome(inWriteTransaction(knex, (trx) => trx('tagged').insert({ id: 2, tag: undefined })));
+    expect(inside).toBe(outside);
+    expect(outside).toBe(db.dialect === 'postgres' ? 'stored' : 'SQLITE_CONSTRAINT_NOTNULL');
+  });
+
   it('a COMMIT that fails (a deferred foreign key) throws its error, keeps nothing, and the connection serves the next transaction', async () => {
     await expect(inWriteTransaction(knex, (trx) => trx('children').insert({ id: 1, parent_id: 42 }))).rejects.toMatchObject({
       code: db.dialect === 'postgres' ? '23503' : 'SQLITE_CONSTRAINT_FOREIGNKEY',

@@ -5,13 +5,15 @@ import { dialectOf } from './databaseErrors';
  * The server's write transactions, on both databases.
  *
  * A transaction is opened, committed and rolled back through the driver, on a connection taken
- * from Knex's pool, rather than through `knex.transaction()`: Knex builds a new Knex instance,
- * client and event emitters for every transaction, about 150 µs of CPU, against 20 µs for a
- * one-row insert and its commit on SQLite (docs/architecture.md, "Known traps in the stack").
- * The work gets a Knex instance made once per connection, which runs every statement (builder,
- * `raw`, or the driver-level helpers of storage/database.ts) on that connection, and only while
- * one of our transactions is open on it: a statement at any other time is refused. A connection
- * runs one transaction at a time, so the instance is never shared by two open transactions.
+ * from Knex's pool, rather than through `knex.transaction()`, which costs about 150 µs of CPU per
+ * transaction (its Transaction object and emitters, a transaction client and Knex instance, BEGIN
+ * and COMMIT through its query runner) against 20 µs for a one-row insert and its commit on
+ * SQLite (docs/architecture.md, "Known traps in the stack").
+ * The work gets a Knex instance of its own (about 17 µs to make), which runs every statement
+ * (builder, `raw`, or the driver-level helpers of storage/database.ts) on the transaction's
+ * connection, and only while that transaction is open: a statement through it at any later time
+ * is refused, also while another transaction is open on the same connection. Transactions do not
+ * nest: beginning one on a transaction's instance throws.
  *
  * SQLite: a transaction that reads first and writes later can fail with SQLITE_BUSY when
  * another connection (a second server process, the key CLI) committed in between;
@@ -58,25 +60,20 @@ export async function inWriteTransaction<T>(db: Knex, work: (trx: Knex) => Promi
  * commit (idempotency/claim.ts). Everything else uses inWriteTransaction.
  */
 export async function beginWriteTransaction(db: Knex): Promise<WriteTransaction> {
+  if ((db.client as { [LENDING]?: true })[LENDING]) throw new Error('Write transactions do not nest: this Knex instance belongs to an open write transaction.');
   const pool = db.client as { acquireConnection(): Promise<Connection>; releaseConnection(conn: unknown): Promise<void> };
   const conn = await pool.acquireConnection();
   const pg = dialectOf(db) === 'postgres';
-  let lender: Lender;
+  let lent: LentKnex;
   try {
-    lender = lenderOf(db, conn);
-    if (pg) {
-      await (conn as PgConnection).query('BEGIN');
-    } else {
-      const sqlite = conn as SqliteConnection;
-      if (sqlite.inTransaction) sqlite.prepare('ROLLBACK').run(); // left open by a ROLLBACK that failed
-      sqlite.prepare('BEGIN IMMEDIATE').run(); // waits for the write lock up to busy_timeout, or throws
-    }
+    lent = lendTo(db, conn);
+    if (pg) await (conn as PgConnection).query('BEGIN');
+    else (conn as SqliteConnection).prepare('BEGIN IMMEDIATE').run(); // waits for the write lock up to busy_timeout, or throws
   } catch (err) {
     await pool.releaseConnection(conn);
     throw err;
   }
-  lender.client.lent = conn;
-  return new DriverTransaction(pool, conn, lender, pg);
+  return new DriverTransaction(pool, conn, lent, pg);
 }
 
 /** What this module uses of a better-sqlite3 connection (its prepare is the statement cache's). */
@@ -96,12 +93,12 @@ class DriverTransaction implements WriteTransaction {
   constructor(
     private readonly pool: { releaseConnection(conn: unknown): Promise<void> },
     private readonly conn: Connection,
-    private readonly lender: Lender,
+    private readonly lent: LentKnex,
     private readonly pg: boolean,
   ) {}
 
   get knex(): Knex {
-    return this.lender.knex;
+    return this.lent.knex;
   }
 
   get isOpen(): boolean {
@@ -120,31 +117,35 @@ class DriverTransaction implements WriteTransaction {
 
   async commit(): Promise<void> {
     this.mustBeOpen();
-    this.lender.client.lent = undefined;
+    // ended from here on: a rollback() while the COMMIT runs does nothing
+    this.open = false;
+    this.lent.end();
     try {
       await this.run('COMMIT');
     } catch (err) {
       // SQLite keeps a transaction whose COMMIT failed open (Postgres ends it): end it here
-      await this.end();
+      await this.rollbackAndRelease();
       throw err;
     }
-    this.open = false;
     await this.pool.releaseConnection(this.conn);
   }
 
   async rollback(): Promise<void> {
     if (!this.open) return;
-    this.lender.client.lent = undefined;
-    await this.end();
+    this.open = false;
+    this.lent.end();
+    await this.rollbackAndRelease();
   }
 
   /** Rolls back whatever is open and gives the connection back, without throwing. */
-  private async end(): Promise<void> {
-    this.open = false;
+  private async rollbackAndRelease(): Promise<void> {
     try {
       if (this.pg || (this.conn as SqliteConnection).inTransaction) await this.run('ROLLBACK');
-    } catch {
-      // the connection is gone (Postgres; the pool discards it) or the next BEGIN ends what is left (SQLite)
+    } catch (err) {
+      // A connection whose ROLLBACK failed may still hold the transaction: the pool must not
+      // hand it out again (other statements would join it). Knex's pool discards a connection
+      // that carries this mark (its `connectionIsDisposed`), as it does a broken Postgres one.
+      (this.conn as { __knex__disposed?: unknown }).__knex__disposed = err;
     }
     await this.pool.releaseConnection(this.conn);
   }
@@ -159,23 +160,30 @@ class DriverTransaction implements WriteTransaction {
   }
 }
 
-/** A Knex client that runs every statement on the connection it was lent, and only while lent. */
-interface LendingClient {
-  lent: Connection | undefined;
-}
-interface Lender {
+/** The Knex instance one transaction lends its connection through, until end(). */
+interface LentKnex {
   knex: Knex;
-  client: LendingClient;
+  end(): void;
 }
 
-const lenders = new WeakMap<Connection, Lender>();
+/** Carried by every lending client, so that a nested begin is recognised. */
+const LENDING = Symbol('lends a write transaction');
 
-/** The Knex instance over `conn`, made on first use: a client of the same dialect and settings as `db`'s. */
-function lenderOf(db: Knex, conn: Connection): Lender {
-  let lender = lenders.get(conn);
-  if (lender === undefined) {
-    const Dialect = db.client.constructor as unknown as new (config: Knex.Config) => Knex.Client;
-    class Lending extends Dialect implements LendingClient {
+/** Per dialect client: the lending client class, made once. */
+const lendingClasses = new WeakMap<object, new (config: Knex.Config) => Knex.Client>();
+
+/**
+ * A new Knex instance over `conn` for one transaction, with a client of the same dialect and
+ * settings as `db`'s. It is never reused: once the transaction ends, every statement through it
+ * is refused, whatever runs on the connection later.
+ */
+function lendTo(db: Knex, conn: Connection): LentKnex {
+  const base = db.client as Knex.Client & { valueForUndefined: unknown; version?: string; logger: unknown };
+  let Lending = lendingClasses.get(base);
+  if (Lending === undefined) {
+    const Dialect = base.constructor as unknown as new (config: Knex.Config) => Knex.Client;
+    class LendingClient extends Dialect {
+      readonly [LENDING] = true;
       lent: Connection | undefined = undefined;
       acquireConnection(): Promise<Connection> {
         if (this.lent === undefined) return Promise.reject(new Error('This write transaction has ended: a statement ran on it after its commit or rollback.'));
@@ -185,15 +193,25 @@ function lenderOf(db: Knex, conn: Connection): Lender {
         return Promise.resolve();
       }
     }
-    // no `connection` setting: the client opens nothing and has no pool of its own
-    const instance = knex({ client: Lending as unknown as typeof Knex.Client, useNullAsDefault: true });
-    const client = instance.client as unknown as { config: Knex.Config; transacting: boolean };
-    // the settings of `db` (the dialect's name that dialectOf reads among them), and what Knex's
-    // own transaction clients say of themselves (the SQLite DDL compiler reads it)
-    client.config = db.client.config;
-    client.transacting = true;
-    lender = { knex: instance, client: instance.client as unknown as LendingClient };
-    lenders.set(conn, lender);
+    Lending = LendingClient;
+    lendingClasses.set(base, Lending);
   }
-  return lender;
+  // no `connection` setting: the client opens nothing and has no pool of its own
+  const instance = knex({ client: Lending as unknown as typeof Knex.Client, useNullAsDefault: true });
+  const client = instance.client as unknown as { config: unknown; transacting: boolean; valueForUndefined: unknown; version?: string; logger: unknown; lent: Connection | undefined };
+  // what Knex's own transaction clients copy from the pool's client: its settings (the dialect's
+  // name that dialectOf reads among them), what an undefined value inserts (DEFAULT on Postgres),
+  // the server version and the logger; and what they say of themselves (the SQLite DDL compiler reads it)
+  client.config = base.config;
+  client.valueForUndefined = base.valueForUndefined;
+  client.version = base.version;
+  client.logger = base.logger;
+  client.transacting = true;
+  client.lent = conn;
+  return {
+    knex: instance,
+    end: () => {
+      client.lent = undefined;
+    },
+  };
 }

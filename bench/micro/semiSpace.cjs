@@ -3,31 +3,15 @@
 // (V8's default), each twice, alternating, on fresh SQLite files, rate limits off.
 // Usage: npm run build && node bench/micro/semiSpace.cjs
 'use strict';
-const path = require('node:path');
 const fs = require('node:fs');
-const os = require('node:os');
-const { spawn } = require('node:child_process');
 const autocannon = require('autocannon');
-const ENTRY = path.join(__dirname, '..', '..', 'dist', 'runtime', 'main.js');
+const { startServer } = require('./server.cjs');
 
 async function measure(label, nodeOptions, port) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-semispace-'));
-  const server = spawn(process.execPath, [...nodeOptions, ENTRY], {
-    env: { ...process.env, DATABASE_URL: `sqlite://${path.join(dir, 'db.sqlite')}`, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'off' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  const secret = await new Promise((resolve, reject) => {
-    server.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = /fop_[A-Za-z0-9_-]+/.exec(out);
-      if (match && out.includes('curl')) resolve(match[0]);
-    });
-    server.once('exit', (code) => reject(new Error(`server exited ${code}`)));
-  });
+  const { pid, secret, stop } = await startServer(nodeOptions, port);
   let peakKb = 0;
   const poll = setInterval(() => {
-    const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'));
+    const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
     if (m) peakKb = Math.max(peakKb, Number(m[1]));
   }, 100);
   let n = 0;
@@ -45,10 +29,8 @@ async function measure(label, nodeOptions, port) {
     }],
   });
   clearInterval(poll);
-  const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'))[1]);
-  server.kill('SIGTERM');
-  await new Promise((resolve) => server.once('exit', resolve));
-  fs.rmSync(dir, { recursive: true, force: true });
+  const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+  await stop();
   console.log(`${label.padEnd(32)} ${result.requests.average.toFixed(0).padStart(5)} req/s, non-2xx ${result.non2xx}, peak RSS ${(Math.max(peakKb, hwm) / 1024).toFixed(0)} MB`);
 }
 

@@ -7,11 +7,9 @@
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
-const os = require('node:os');
-const { spawn } = require('node:child_process');
 const autocannon = require('autocannon');
+const { startServer } = require('./server.cjs');
 const ROOT = path.join(__dirname, '..', '..');
-const ENTRY = path.join(ROOT, 'dist', 'runtime', 'main.js');
 const NODE_OPTIONS = require(path.join(ROOT, 'package.json')).scripts.start.split(' ').filter((w) => w.startsWith('--'));
 const TICK_MS = 1000 / 100; // USER_HZ
 
@@ -21,21 +19,8 @@ const cpuMs = (pid) => {
 };
 
 (async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-writecpu-'));
   const port = 39200 + Math.floor(Math.random() * 500);
-  const server = spawn(process.execPath, [...NODE_OPTIONS, ENTRY], {
-    env: { ...process.env, DATABASE_URL: process.env.DATABASE_URL ?? `sqlite://${path.join(dir, 'db.sqlite')}`, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'off' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  const secret = await new Promise((resolve, reject) => {
-    server.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = /fop_[A-Za-z0-9_-]+/.exec(out);
-      if (match && out.includes('curl')) resolve(match[0]);
-    });
-    server.once('exit', (code) => reject(new Error(`server exited ${code}`)));
-  });
+  const { pid, secret, stop } = await startServer(NODE_OPTIONS, port);
   let n = 0;
   const run = (keyed, seconds) => autocannon({
     url: `http://127.0.0.1:${port}/v1/logs`,
@@ -54,16 +39,14 @@ const cpuMs = (pid) => {
   const results = { keyed: [], plain: [] };
   for (let round = 0; round < 4; round++) {
     for (const keyed of [true, false]) {
-      const before = cpuMs(server.pid);
+      const before = cpuMs(pid);
       const r = await run(keyed, 6);
-      const cpu = cpuMs(server.pid) - before;
+      const cpu = cpuMs(pid) - before;
       if (r.non2xx) throw new Error(`${r.non2xx} non-2xx answers`);
       results[keyed ? 'keyed' : 'plain'].push({ perRequest: (cpu * 1000) / r.requests.total, rps: r.requests.average });
     }
   }
-  server.kill('SIGTERM');
-  await new Promise((resolve) => server.once('exit', resolve));
-  fs.rmSync(dir, { recursive: true, force: true });
+  await stop();
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   for (const [kind, rows] of Object.entries(results)) {
     console.log(`${kind === 'keyed' ? 'with a fresh Idempotency-Key' : 'without a key              '}  ${median(rows.map((r) => r.perRequest)).toFixed(0)} µs CPU per request (${rows.map((r) => r.perRequest.toFixed(0)).join(', ')}), ${median(rows.map((r) => r.rps)).toFixed(0)} req/s`);

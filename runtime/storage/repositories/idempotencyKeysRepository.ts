@@ -108,17 +108,10 @@ export async function renewLeases(trx: Knex, claims: HeldClaim[], lockedUntil: s
 
 /**
  * Postgres: takes the transaction-level advisory lock of (API key, Idempotency-Key) without
- * waiting; false when another transaction holds it. The lock ends with the transaction, and so
- * with the connection of a process that died. Its 64-bit key is derived from the schema, the API
- * key id and the key (last, so that no two triples give the same text).
- */
-export async function tryLockKey(trx: Knex, apiKeyId: string, key: string): Promise<boolean> {
-  const result = await trx.raw(`select pg_try_advisory_xact_lock(${ADVISORY_LOCK_KEY_SQL}) as locked`, [apiKeyId, key]);
-  return result.rows[0].locked === true;
-}
-
-/**
- * Postgres: tryLockKey, findIdempotencyKey and insertClaimIfAbsent in one round trip. The row is
+ * waiting (`locked: false` when another transaction holds it), and under it does what
+ * findIdempotencyKey and insertClaimIfAbsent do, in one round trip. The lock ends with the
+ * transaction, and so with the connection of a process that died; its 64-bit key is derived from
+ * the schema, the API key id and the key (ADVISORY_LOCK_KEY_SQL). The row is
  * read and `fresh` inserted only when the lock was taken, so nobody else is deciding about the
  * key meanwhile. No row yet: `fresh` is inserted (`inserted: true`, `row` undefined). A row:
  * answered as found, for the caller's decisions (replay, reuse, expiry, a lapsed lease).

@@ -77,6 +77,20 @@ describeEachDatabase('idempotency', (t) => {
       expect(spelled.body).toEqual(anError('IDEMPOTENCY_KEY_REUSED'));
     });
 
+    it('stores and replays any characters of key and body exactly', async () => {
+      const key = `it's; -- $$ \\' ? /* x`; // a header carries only visible ASCII
+      const hostile = { name: `O'Brien's \\ "depot"; drop table sites; -- $$ $tag$ ? \u00e9 \u{1F6A7}`, address: "\\'\n\t'" };
+      const first = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Idempotency-Key', key).send(hostile).expect(201);
+      expect(first.body).toMatchObject(hostile);
+      const row = await keyRow(t, key);
+      expect({ state: row.state, body: JSON.parse(row.response_body) }).toEqual({ state: 'completed', body: first.body });
+
+      const again = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Idempotency-Key', key).send(hostile).expect(201);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.body).toEqual(first.body);
+      expect(await t.db.knex('sites').where({ name: hostile.name }).count({ n: '*' })).toEqual([{ n: t.kind === 'postgres' ? '1' : 1 }]);
+    });
+
     it('replays a delete (204, no body) with the header; the operation does not run again', async () => {
       const site = (await t.http.post('/v1/sites').set('Authorization', t.auth).send(depot).expect(201)).body;
       await t.http.delete(`/v1/sites/${site.id}`).set('Authorization', t.auth).set('Idempotency-Key', 'delete-1').expect(204);

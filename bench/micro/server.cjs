@@ -1,6 +1,7 @@
 // The API server as a child process for the measurements in this folder: `node <nodeOptions>
-// dist/runtime/main.js` on a fresh SQLite file, rate limits off, quiet logs. Resolves once it
-// printed its first API key (a new database creates one), with that key's secret.
+// dist/runtime/main.js` on a fresh SQLite file — or, when MICRO_POSTGRES_URL is set, a fresh
+// schema in that Postgres database — rate limits off, quiet logs. Resolves once it printed its
+// first API key (a new database creates one), with that key's secret.
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
@@ -10,8 +11,20 @@ const ENTRY = path.join(__dirname, '..', '..', 'dist', 'runtime', 'main.js');
 
 async function startServer(nodeOptions, port) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-micro-'));
+  const postgres = process.env.MICRO_POSTGRES_URL;
+  const schema = `micro_${process.pid}_${port}`;
+  const admin = async (sql) => {
+    const { Client } = require('pg');
+    const client = new Client({ connectionString: postgres });
+    await client.connect();
+    try { await client.query(sql); } finally { await client.end(); }
+  };
+  if (postgres) await admin(`create schema "${schema}"`);
+  const databaseUrl = postgres
+    ? `${postgres}${postgres.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`
+    : `sqlite://${path.join(dir, 'db.sqlite')}`;
   const server = spawn(process.execPath, [...nodeOptions, ENTRY], {
-    env: { ...process.env, DATABASE_URL: `sqlite://${path.join(dir, 'db.sqlite')}`, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'off' },
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'off' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
@@ -30,6 +43,7 @@ async function startServer(nodeOptions, port) {
       server.kill('SIGTERM');
       await new Promise((resolve) => server.once('exit', resolve));
       fs.rmSync(dir, { recursive: true, force: true });
+      if (postgres) await admin(`drop schema if exists "${schema}" cascade`);
     },
   };
 }

@@ -1,9 +1,10 @@
 // Server CPU per POST /v1/logs, with a fresh Idempotency-Key and without one, measured on one
 // server process (started as `npm start` starts it, fresh SQLite file, rate limits off) under
 // 32 connections: phases of 6 s alternate between the two kinds, 4 rounds, and each phase's
-// CPU time (all the process's threads, from /proc) is divided by its requests. Steadier than
+// CPU time (all the process's threads, from /proc) is divided by its requests, and so is the
+// whole machine's busy time (the database server's work included, on Postgres). Steadier than
 // the bench's req/s on a busy machine, because it counts the server's own work only.
-// Usage: npm run build && node bench/micro/writeCpu.cjs
+// Usage: npm run build && node bench/micro/writeCpu.cjs (Postgres: MICRO_POSTGRES_URL=postgres://… in front)
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
@@ -12,6 +13,14 @@ const { startServer } = require('./server.cjs');
 const ROOT = path.join(__dirname, '..', '..');
 const NODE_OPTIONS = require(path.join(ROOT, 'package.json')).scripts.start.split(' ').filter((w) => w.startsWith('--'));
 const TICK_MS = 1000 / 100; // USER_HZ
+
+// the whole machine's busy time (all cores, from /proc/stat): on Postgres the database's own
+// work per request counts as well (and the load generator's, alike for both kinds)
+const machineMs = () => {
+  const [, ...fields] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+  const idle = fields[3] + fields[4]; // idle + iowait
+  return (fields.reduce((a, b) => a + b, 0) - idle) * TICK_MS;
+};
 
 const cpuMs = (pid) => {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
@@ -40,15 +49,17 @@ const cpuMs = (pid) => {
   for (let round = 0; round < 4; round++) {
     for (const keyed of [true, false]) {
       const before = cpuMs(pid);
+      const machineBefore = machineMs();
       const r = await run(keyed, 6);
       const cpu = cpuMs(pid) - before;
+      const machine = machineMs() - machineBefore;
       if (r.non2xx) throw new Error(`${r.non2xx} non-2xx answers`);
-      results[keyed ? 'keyed' : 'plain'].push({ perRequest: (cpu * 1000) / r.requests.total, rps: r.requests.average });
+      results[keyed ? 'keyed' : 'plain'].push({ perRequest: (cpu * 1000) / r.requests.total, machinePerRequest: (machine * 1000) / r.requests.total, rps: r.requests.average });
     }
   }
   await stop();
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   for (const [kind, rows] of Object.entries(results)) {
-    console.log(`${kind === 'keyed' ? 'with a fresh Idempotency-Key' : 'without a key              '}  ${median(rows.map((r) => r.perRequest)).toFixed(0)} µs CPU per request (${rows.map((r) => r.perRequest.toFixed(0)).join(', ')}), ${median(rows.map((r) => r.rps)).toFixed(0)} req/s`);
+    console.log(`${kind === 'keyed' ? 'with a fresh Idempotency-Key' : 'without a key              '}  ${median(rows.map((r) => r.perRequest)).toFixed(0)} µs server CPU per request (${rows.map((r) => r.perRequest.toFixed(0)).join(', ')}), ${median(rows.map((r) => r.machinePerRequest)).toFixed(0)} µs machine CPU (${rows.map((r) => r.machinePerRequest.toFixed(0)).join(', ')}), ${median(rows.map((r) => r.rps)).toFixed(0)} req/s`);
   }
 })();

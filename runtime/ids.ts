@@ -1,7 +1,8 @@
 import { randomFillSync } from 'node:crypto';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower case
-const RANDOM_CHARS = 24;
+/** Characters after the prefix. */
+const ID_CHARS = 24;
 
 /**
  * Random bytes are drawn from the CSPRNG 4 KB at a time and handed out once each (node's own
@@ -54,11 +55,11 @@ function timeChars(): string {
  * cache and a page of WAL at every commit (bench/README.md).
  */
 export function newId(prefix: string): string {
-  return `${prefix}_${timeChars()}${randomChars(RANDOM_CHARS - TIME_CHARS)}`;
+  return `${prefix}_${timeChars()}${randomChars(ID_CHARS - TIME_CHARS)}`;
 }
 
 /** `count` identifiers of the same shape for rows written together (a sensor batch): one time, each its own random part. */
 export function newIdBatch(prefix: string, count: number): string[] {
   const shared = `${prefix}_${timeChars()}`;
-  return Array.from({ length: count }, () => shared + randomChars(RANDOM_CHARS - TIME_CHARS));
+  return Array.from({ length: count }, () => shared + randomChars(ID_CHARS - TIME_CHARS));
 }

@@ -25,6 +25,8 @@ function randomChars(count: number): string {
 
 /** Characters of an id that carry its creation time (milliseconds, 50 bits: good for 35 000 years). */
 const TIME_CHARS = 10;
+/** The random characters after them (70 bits). */
+const RANDOM_CHARS = ID_CHARS - TIME_CHARS;
 
 let lastMs = -1;
 let lastTime = '';
@@ -55,11 +57,11 @@ function timeChars(): string {
  * cache and a page of WAL at every commit (bench/README.md).
  */
 export function newId(prefix: string): string {
-  return `${prefix}_${timeChars()}${randomChars(ID_CHARS - TIME_CHARS)}`;
+  return `${prefix}_${timeChars()}${randomChars(RANDOM_CHARS)}`;
 }
 
 /** `count` identifiers of the same shape for rows written together (a sensor batch): one time, each its own random part. */
 export function newIdBatch(prefix: string, count: number): string[] {
   const shared = `${prefix}_${timeChars()}`;
-  return Array.from({ length: count }, () => shared + randomChars(ID_CHARS - TIME_CHARS));
+  return Array.from({ length: count }, () => shared + randomChars(RANDOM_CHARS));
 }

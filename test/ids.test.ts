@@ -1,4 +1,5 @@
 import { newId, newIdBatch } from '../runtime/ids';
+import { describeEachDatabase } from './support/testApp';
 
 // Ids (runtime/ids.ts; docs/architecture.md, "Representation"): a prefix, then 24 base32
 // characters — the creation time in milliseconds, then random — so that new rows land at the end
@@ -38,5 +39,19 @@ describe('ids', () => {
     expect(new Set(batch).size).toBe(500);
     expect(new Set(batch.map(timeOf)).size).toBe(1);
     for (const id of batch) expect(id).toMatch(/^rdg_[0-9abcdefghjkmnpqrstvwxyz]{24}$/);
+  });
+});
+
+describeEachDatabase('ids through the app', (t) => {
+  it('a created resource and its event carry the time of the request in their ids', async () => {
+    const before = Date.now();
+    const site = (await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: 'Timed' }).expect(201)).body;
+    const after = Date.now();
+    const [event] = (await t.http.get('/v1/events').query({ resourceId: site.id }).set('Authorization', t.auth).expect(200)).body.data;
+    for (const id of [site.id, event.id]) {
+      expect(timeOf(id)).toBeGreaterThanOrEqual(before);
+      expect(timeOf(id)).toBeLessThanOrEqual(after);
+    }
+    expect(timeOf(event.id)).toBeGreaterThanOrEqual(timeOf(site.id));
   });
 });

@@ -95,6 +95,25 @@ describe.each(testDatabases)('write transactions ($name)', (kind) => {
     expect(await count('inner')).toBe(0);
   });
 
+  // the instance is made on first use of anything but the driver-level helpers (lendTo): the
+  // same rules hold before and after that moment
+  it('holds the same rules when the work starts with the driver-level helpers and reaches the builder later', async () => {
+    let kept: Knex | undefined;
+    await inWriteTransaction(knex, async (trx) => {
+      kept = trx;
+      await expect(inWriteTransaction(trx, (inner) => inner('notes').insert(note('inner, first')))).rejects.toThrow(/do not nest/);
+      await runStatement(trx, 'insert into notes (id, who) values (?, ?)', [nextId++, 'lazy (driver)']);
+      expect(dialectOf(trx)).toBe(db.dialect);
+      await trx('notes').insert(note('lazy (builder)'));
+      expect(Number((await trx('notes').whereLike('who', 'lazy%').count({ n: '*' }))[0].n)).toBe(2);
+      await runStatement(trx, 'insert into notes (id, who) values (?, ?)', [nextId++, 'lazy (driver, after)']);
+    });
+    expect(await count('lazy%')).toBe(3);
+    await expect(runStatement(kept!, 'insert into notes (id, who) values (?, ?)', [nextId++, 'lazy (late)'])).rejects.toThrow(/write transaction has ended/);
+    await expect(kept!.raw('select 1')).rejects.toThrow(/write transaction has ended/);
+    expect(await count('lazy (late)')).toBe(0);
+  });
+
   it('gives every connection back to the pool: after a commit, a rollback and a failed COMMIT', async () => {
     const pool = (knex.client as unknown as { pool: { numUsed(): number } }).pool;
     await inWriteTransaction(knex, (trx) => trx('notes').insert(note('pool: committed')));

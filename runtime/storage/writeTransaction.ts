@@ -9,7 +9,8 @@ import { dialectOf } from './databaseErrors';
  * transaction (its Transaction object and emitters, a transaction client and Knex instance, BEGIN
  * and COMMIT through its query runner) against 20 µs for a one-row insert and its commit on
  * SQLite (docs/architecture.md, "Known traps in the stack").
- * The work gets a Knex instance of its own (about 17 µs to make), which runs every statement
+ * The work gets a Knex instance of its own (made only if the work uses more than the driver-level
+ * helpers: see lendTo), which runs every statement
  * (builder, `raw`, or the driver-level helpers of storage/database.ts) on the transaction's
  * connection, and only while that transaction is open: a statement through it at any later time
  * is refused, also while another transaction is open on the same connection. Transactions do not
@@ -169,25 +170,69 @@ interface LentKnex {
 /** Carried by every lending client, so that a nested begin is recognised. */
 const LENDING = Symbol('lends a write transaction');
 
+/** The connection one transaction lends, until it ends; shared by that transaction's clients. */
+interface Loan {
+  conn: Connection | undefined;
+}
+
+const ENDED = 'This write transaction has ended: a statement ran on it after its commit or rollback.';
+
+function borrow(loan: Loan): Promise<Connection> {
+  return loan.conn === undefined ? Promise.reject(new Error(ENDED)) : Promise.resolve(loan.conn);
+}
+
 /** Per dialect client: the lending client class, made once. */
 const lendingClasses = new WeakMap<object, new (config: Knex.Config) => Knex.Client>();
 
 /**
- * A new Knex instance over `conn` for one transaction, with a client of the same dialect and
+ * A Knex instance over `conn` for one transaction, with a client of the same dialect and
  * settings as `db`'s. It is never reused: once the transaction ends, every statement through it
  * is refused, whatever runs on the connection later.
+ *
+ * The instance is made on first use. A Knex instance with its client costs about 20 µs of CPU
+ * to make, more than a one-row insert; the statements every write runs go through the driver
+ * (storage/database.ts) and need only the client's connection methods and settings, which a
+ * plain object answers. So until the work touches anything else of the instance (the query
+ * builder, `raw`, …), `trx.client` is that object; from then on both are the real one.
  */
 function lendTo(db: Knex, conn: Connection): LentKnex {
   const base = db.client as Knex.Client & { valueForUndefined: unknown; version?: string; logger: unknown };
+  const loan: Loan = { conn };
+  const light = {
+    [LENDING]: true as const,
+    config: base.config,
+    acquireConnection: () => borrow(loan),
+    releaseConnection: () => Promise.resolve(),
+  };
+  let full: Knex | undefined;
+  const real = (): Knex => (full ??= fullKnex(base, loan));
+  // an arrow function as the target: callable like a Knex instance (`trx('table')`), and without
+  // the non-configurable `prototype` a Proxy would have to answer as its target does
+  const target = (() => undefined) as unknown as Knex;
+  const knexOfLoan = new Proxy(target, {
+    get: (_t, prop) => (prop === 'client' && full === undefined ? light : Reflect.get(real(), prop)),
+    set: (_t, prop, value) => Reflect.set(real(), prop, value),
+    has: (_t, prop) => Reflect.has(real(), prop),
+    apply: (_t, thisArg, args) => Reflect.apply(real() as unknown as (...a: unknown[]) => unknown, thisArg, args),
+  });
+  return {
+    knex: knexOfLoan,
+    end: () => {
+      loan.conn = undefined;
+    },
+  };
+}
+
+/** The real Knex instance of one loan: its client answers the loan's connection while it lasts. */
+function fullKnex(base: Knex.Client & { valueForUndefined: unknown; version?: string; logger: unknown }, loan: Loan): Knex {
   let Lending = lendingClasses.get(base);
   if (Lending === undefined) {
     const Dialect = base.constructor as unknown as new (config: Knex.Config) => Knex.Client;
     class LendingClient extends Dialect {
       readonly [LENDING] = true;
-      lent: Connection | undefined = undefined;
+      loan: Loan = { conn: undefined };
       acquireConnection(): Promise<Connection> {
-        if (this.lent === undefined) return Promise.reject(new Error('This write transaction has ended: a statement ran on it after its commit or rollback.'));
-        return Promise.resolve(this.lent);
+        return borrow(this.loan);
       }
       releaseConnection(): Promise<void> {
         return Promise.resolve();
@@ -198,7 +243,7 @@ function lendTo(db: Knex, conn: Connection): LentKnex {
   }
   // no `connection` setting: the client opens nothing and has no pool of its own
   const instance = knex({ client: Lending as unknown as typeof Knex.Client, useNullAsDefault: true });
-  const client = instance.client as unknown as { config: unknown; transacting: boolean; valueForUndefined: unknown; version?: string; logger: unknown; lent: Connection | undefined };
+  const client = instance.client as unknown as { config: unknown; transacting: boolean; valueForUndefined: unknown; version?: string; logger: unknown; loan: Loan };
   // what Knex's own transaction clients copy from the pool's client: its settings (the dialect's
   // name that dialectOf reads among them), what an undefined value inserts (DEFAULT on Postgres),
   // the server version and the logger; and what they say of themselves (the SQLite DDL compiler reads it)
@@ -207,11 +252,6 @@ function lendTo(db: Knex, conn: Connection): LentKnex {
   client.version = base.version;
   client.logger = base.logger;
   client.transacting = true;
-  client.lent = conn;
-  return {
-    knex: instance,
-    end: () => {
-      client.lent = undefined;
-    },
-  };
+  client.loan = loan;
+  return instance;
 }

@@ -105,7 +105,8 @@ export function retentionCutoff(retentionDays: number, now = Date.now()): string
 }
 
 /**
- * Deletes events older than the retention, and the deliveries made before it, in short batches
+ * Deletes events older than the retention (from the oldest on, in `seq` order: see
+ * deleteEventsBefore), and the deliveries made before it, in short batches
  * (each delete holds the SQLite write lock or Postgres row locks only briefly), yielding between
  * them. Several processes may run it at once: deleting is idempotent.
  */
@@ -115,8 +116,8 @@ export async function purgeExpiredEvents(db: Knex, retentionDays: number, batch 
   for (let round = 0; round < maxBatches; round++) {
     const events = await inWriteTransaction(db, (trx) => deleteEventsBefore(trx, cutoff, batch));
     const deliveries = await inWriteTransaction(db, (trx) => deleteDeliveriesBefore(trx, cutoff, batch));
-    total += events;
-    if (events < batch && deliveries < batch) break;
+    total += events.deleted;
+    if (!events.more && deliveries < batch) break;
     await new Promise((resolve) => setImmediate(resolve));
   }
   return total;

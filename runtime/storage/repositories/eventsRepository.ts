@@ -109,10 +109,25 @@ export async function eventIdsInWindow(
     .select('id', 'type');
 }
 
-/** Deletes up to `batch` events that occurred before `cutoff`; answers how many. */
-export async function deleteEventsBefore(db: Knex, cutoff: string, batch: number): Promise<number> {
-  const oldest = db('events').select('seq').where('occurred_at', '<', cutoff).orderBy('occurred_at').limit(batch);
-  return db('events').whereIn('seq', oldest).delete();
+/**
+ * Deletes expired events from the start of the feed: of the `batch` events with the lowest
+ * `seq`, those before the first one that occurred at or after `cutoff`. Answers how many, and
+ * whether more may be left (the whole batch was expired).
+ *
+ * Events are inserted with the time of their insert, in `seq` order (SQLite: one writer at a
+ * time; Postgres: under the organization's event lock, with the database's clock), so `seq` order
+ * is time order and no index on `occurred_at` is needed: every round reads at most `batch` rows of
+ * the primary key. Where the two orders disagree — servers whose clocks differ, on Postgres —
+ * an event waits at most that difference longer than its retention. The feed's cursors expire by
+ * the time they carry, never by what the purge has reached (domain/events.ts).
+ */
+export async function deleteEventsBefore(db: Knex, cutoff: string, batch: number): Promise<{ deleted: number; more: boolean }> {
+  const oldest: { seq: number | string; occurred_at: string }[] = await db('events').select('seq', 'occurred_at').orderBy('seq').limit(batch);
+  const firstKept = oldest.findIndex((row) => row.occurred_at >= cutoff);
+  const expired = firstKept === -1 ? oldest.length : firstKept;
+  if (expired === 0) return { deleted: 0, more: false };
+  const deleted = await db('events').where('seq', '<=', oldest[expired - 1].seq).where('occurred_at', '<', cutoff).delete();
+  return { deleted, more: expired === batch };
 }
 
 /** The event bodies of some ids (for delivery). */

@@ -132,7 +132,10 @@ export function createApp(config: Config, options: AppOptions): App {
   app.use(requestLog(logger));
   app.use(requestMetrics());
   if (config.corsOrigins.length) app.use(corsFor(config.corsOrigins));
-  app.use(publicRoutes(options.db, { metricsToken: config.metricsToken }));
+  // the operations' paths (/v1/…) skip the public routes' router, whose routes express would
+  // otherwise try one by one on every API request
+  const publicRouter = publicRoutes(options.db, { metricsToken: config.metricsToken });
+  app.use((req: Request, res: Response, next: NextFunction) => (req.path.startsWith('/v1/') ? next() : publicRouter(req, res, next)));
   app.use((req: Request, res: Response, next: NextFunction) => {
     api
       // HEAD is GET without the body (Node drops it): route it as GET

@@ -114,6 +114,22 @@ describe.each(testDatabases)('write transactions ($name)', (kind) => {
     expect(await count('lazy (late)')).toBe(0);
   });
 
+  it('refuses a nested begin also through the clients Knex derives from the instance (trx.transaction, withUserParams)', async () => {
+    let derived: Knex | undefined;
+    await expect(
+      inWriteTransaction(knex, async (trx) => {
+        await trx('notes').insert(note('derived: outer'));
+        await expect(trx.transaction(async (t2) => inWriteTransaction(t2, (inner) => inner('notes').insert(note('derived: inner'))))).rejects.toThrow(/do not nest/);
+        derived = trx.withUserParams({ purpose: 'test' });
+        await expect(inWriteTransaction(derived, (inner) => inner('notes').insert(note('derived: inner')))).rejects.toThrow(/do not nest/);
+        throw new Error('the outer rolls back');
+      }),
+    ).rejects.toThrow('the outer rolls back');
+    // the derived instance shares the transaction's loan: refused once it ended
+    await expect(derived!('notes').insert(note('derived: late'))).rejects.toThrow(/write transaction has ended/);
+    expect(await count('derived%')).toBe(0);
+  });
+
   it('gives every connection back to the pool: after a commit, a rollback and a failed COMMIT', async () => {
     const pool = (knex.client as unknown as { pool: { numUsed(): number } }).pool;
     await inWriteTransaction(knex, (trx) => trx('notes').insert(note('pool: committed')));

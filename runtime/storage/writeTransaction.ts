@@ -170,9 +170,13 @@ interface LentKnex {
 /** Carried by every lending client, so that a nested begin is recognised. */
 const LENDING = Symbol('lends a write transaction');
 
-/** The connection one transaction lends, until it ends; shared by that transaction's clients. */
-interface Loan {
-  conn: Connection | undefined;
+/**
+ * The connection one transaction lends, until it ends; shared by that transaction's clients. A
+ * class, not a plain object: copies Knex makes of a client (`withUserParams` merges the client's
+ * fields deeply) then share the loan instead of keeping a connection of their own.
+ */
+class Loan {
+  constructor(public conn: Connection | undefined) {}
 }
 
 const ENDED = 'This write transaction has ended: a statement ran on it after its commit or rollback.';
@@ -194,10 +198,12 @@ const lendingClasses = new WeakMap<object, new (config: Knex.Config) => Knex.Cli
  * (storage/database.ts) and need only the client's connection methods and settings, which a
  * plain object answers. So until the work touches anything else of the instance (the query
  * builder, `raw`, …), `trx.client` is that object; from then on both are the real one.
+ * Use the instance itself (`trx('table')`, `trx.raw(…)`): Knex's `builder.transacting(trx)`,
+ * which reads the client's fields and the instance's own keys, is not supported on it.
  */
 function lendTo(db: Knex, conn: Connection): LentKnex {
   const base = db.client as Knex.Client & { valueForUndefined: unknown; version?: string; logger: unknown };
-  const loan: Loan = { conn };
+  const loan = new Loan(conn);
   const light = {
     [LENDING]: true as const,
     config: base.config,
@@ -229,8 +235,7 @@ function fullKnex(base: Knex.Client & { valueForUndefined: unknown; version?: st
   if (Lending === undefined) {
     const Dialect = base.constructor as unknown as new (config: Knex.Config) => Knex.Client;
     class LendingClient extends Dialect {
-      readonly [LENDING] = true;
-      loan: Loan = { conn: undefined };
+      loan = new Loan(undefined);
       acquireConnection(): Promise<Connection> {
         return borrow(this.loan);
       }
@@ -238,6 +243,9 @@ function fullKnex(base: Knex.Client & { valueForUndefined: unknown; version?: st
         return Promise.resolve();
       }
     }
+    // on the prototype, not the instance: the clients Knex derives from this one with
+    // Object.create (a nested `trx.transaction()`) carry it too, so a nested begin is refused
+    Object.defineProperty(LendingClient.prototype, LENDING, { value: true });
     Lending = LendingClient;
     lendingClasses.set(base, Lending);
   }

@@ -4,7 +4,7 @@ import { describeEachDatabase, anError, anId, aTimestamp } from './support/testA
 import { EVENT_TYPES } from '../runtime/domain/eventTypes';
 import { changedFields, purgeExpiredEvents, recordEvent } from '../runtime/domain/events';
 import { createCheckin } from '../runtime/domain/checkins';
-import { encodeFeedCursor } from '../runtime/storage/repositories/eventsRepository';
+import { encodeFeedCursor, eventIdsInWindow, firstSeqAtOrAfter } from '../runtime/storage/repositories/eventsRepository';
 import { newId } from '../runtime/ids';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -123,11 +123,52 @@ describeEachDatabase('the change feed', (t) => {
     expect(await purgeExpiredEvents(t.db.knex, 30, 2)).toBe(before - 1);
     expect((await feed(auth)).data.map((e: any) => e.type)).toEqual(['checkin.created']);
     expect(Number((await t.db.knex('events').count({ n: '*' }))[0].n)).toBe(1);
-    // an expired event recorded after a live one (a server whose clock runs behind) waits for it
-    await t.db.knex('events').insert({ id: newId('evt'), org_id: orgId, type: 'site.created', resource_id: 'site_late', data: JSON.stringify({ id: 'site_late' }), changed_fields: null, occurred_at: old });
-    expect(await purgeExpiredEvents(t.db.knex, 30, 2)).toBe(0);
+    // expired events recorded after a live one (stamped by a clock stepped back) are found past it
+    for (let i = 0; i < 3; i++) {
+      await t.db.knex('events').insert({ id: newId('evt'), org_id: orgId, type: 'site.created', resource_id: `site_late_${i}`, data: JSON.stringify({ id: `site_late_${i}` }), changed_fields: null, occurred_at: old });
+    }
+    expect(await purgeExpiredEvents(t.db.knex, 30, 2)).toBe(3);
+    expect((await feed(auth)).data.map((e: any) => e.type)).toEqual(['checkin.created']);
     const fresh = encodeFeedCursor({ seq: 0, occurredAt: new Date().toISOString() });
     await t.http.get(`/v1/events?after=${fresh}`).set('Authorization', auth).expect(200);
+  });
+
+  it('finds a time window\'s events by seq without an index on the time: exactly, across gaps in seq and other organizations\' events', async () => {
+    await t.newKey({ organization: 'feed-window' });
+    const orgId = await orgIdOf('feed-window');
+    await t.newKey({ organization: 'feed-window-other' });
+    const otherId = await orgIdOf('feed-window-other');
+    // this file's earlier events are older than every event below
+    await t.db.knex('events').update({ occurred_at: '2020-01-01T00:00:00.000Z' });
+    const at = (minute: number) => new Date(Date.UTC(2026, 0, 1, 0, minute)).toISOString();
+    const inserted: { id: string; minute: number; org: string; type: string }[] = [];
+    for (let minute = 0; minute < 120; minute++) {
+      const org = minute % 3 === 0 ? otherId : orgId;
+      const type = minute % 2 ? 'site.created' : 'site.updated';
+      const id = newId('evt');
+      await t.db.knex('events').insert({ id, org_id: org, type, resource_id: `site_${minute}`, data: '{}', changed_fields: null, occurred_at: at(minute) });
+      inserted.push({ id, minute, org, type });
+    }
+    // gaps in seq: some rows removed
+    const removed = inserted.filter((e) => e.minute % 7 === 0);
+    await t.db.knex('events').whereIn('id', removed.map((e) => e.id)).delete();
+    const kept = inserted.filter((e) => e.minute % 7 !== 0);
+
+    const expected = (from: number, to: number, types: string[]) =>
+      kept.filter((e) => e.org === orgId && types.includes(e.type) && e.minute >= from && e.minute < to).map((e) => e.id);
+    for (const [from, to] of [[0, 120], [10, 11], [13, 50], [14, 15], [100, 200], [119, 120]]) {
+      for (const types of [['site.created'], ['site.created', 'site.updated']]) {
+        const found = await eventIdsInWindow(t.db.knex, orgId, types, at(from), at(to), 1000);
+        expect(found.map((e) => e.id)).toEqual(expected(from, to, types));
+      }
+    }
+    expect(await eventIdsInWindow(t.db.knex, orgId, ['site.created'], at(500), at(600), 1000)).toEqual([]);
+    // the binary search itself: the first event at or after a time, past the removed rows
+    const seqOf = async (id: string) => Number((await t.db.knex('events').where({ id }).first('seq')).seq);
+    expect(await firstSeqAtOrAfter(t.db.knex, at(14))).toBe(await seqOf(kept.find((e) => e.minute === 15)!.id));
+    expect(await firstSeqAtOrAfter(t.db.knex, at(0))).toBe(await seqOf(kept[0].id));
+    expect(await firstSeqAtOrAfter(t.db.knex, new Date(Date.parse(at(119)) + 1).toISOString())).toBeUndefined();
+    expect(await firstSeqAtOrAfter(t.db.knex, '2000-01-01T00:00:00.000Z')).toBe(Number((await t.db.knex('events').min({ s: 'seq' }).first())!.s));
   });
 
   it('needs the events:read scope', async () => {

@@ -90,7 +90,16 @@ export async function recentEventsOfType(db: Knex, orgId: string, type: string, 
   return rows.map(toEvent);
 }
 
-/** Ids of the events in [from, to) of the given types, oldest first, at most `limit`. */
+/**
+ * Ids of the events in [from, to) of the given types, oldest first, at most `limit`.
+ *
+ * There is no index on `occurred_at` (every write would pay for it): the window is first turned
+ * into a range of `seq`, found by a binary search on the primary key, then the organization's
+ * events of those types are read in that range only (the (org_id, type, seq) index), and filtered
+ * by time exactly. Events are recorded in `seq` order with the time of their recording, so the
+ * two orders agree; the range is widened by CLOCK_STEP_MARGIN_MS on both sides, so that an
+ * event stamped by a clock stepped back by less than that is still found.
+ */
 export async function eventIdsInWindow(
   db: Knex,
   orgId: string,
@@ -99,35 +108,67 @@ export async function eventIdsInWindow(
   to: string,
   limit: number,
 ): Promise<{ id: string; type: string }[]> {
-  return db('events')
+  const first = await firstSeqAtOrAfter(db, shiftIso(from, -CLOCK_STEP_MARGIN_MS));
+  if (first === undefined) return [];
+  const end = await firstSeqAtOrAfter(db, shiftIso(to, CLOCK_STEP_MARGIN_MS));
+  const query = db('events')
     .where({ org_id: orgId })
     .whereIn('type', types)
+    .where('seq', '>=', first)
     .where('occurred_at', '>=', from)
-    .where('occurred_at', '<', to)
-    .orderBy('seq', 'asc')
-    .limit(limit)
-    .select('id', 'type');
+    .where('occurred_at', '<', to);
+  if (end !== undefined) query.where('seq', '<', end);
+  return query.orderBy('seq', 'asc').limit(limit).select('id', 'type');
+}
+
+/** How far back a clock may have been stepped for eventIdsInWindow to stay exact. */
+export const CLOCK_STEP_MARGIN_MS = 10 * 60_000;
+
+const shiftIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString();
+
+/**
+ * The lowest `seq` of an event (of any organization) that occurred at or after `time`, taking
+ * `occurred_at` to grow with `seq`; undefined when every event occurred before it. A binary
+ * search over the primary key: about log2(events) one-row reads, gaps in `seq` (purged or
+ * rolled-back events) included.
+ */
+export async function firstSeqAtOrAfter(db: Knex, time: string): Promise<number | undefined> {
+  const firstFrom = async (seq: number): Promise<{ seq: number; occurred_at: string } | undefined> =>
+    db('events').select('seq', 'occurred_at').where('seq', '>=', seq).orderBy('seq').first();
+  // two one-row reads of the primary key's ends (SQLite scans the table for min and max in one query)
+  const lowest: { seq: number } | undefined = await db('events').select('seq').orderBy('seq', 'asc').first();
+  const highest: { seq: number } | undefined = await db('events').select('seq').orderBy('seq', 'desc').first();
+  if (lowest === undefined || highest === undefined) return undefined;
+  // every event below `low` occurred before `time`; the first event from `high` on, if any, at or after it
+  let low = Number(lowest.seq);
+  let high = Number(highest.seq) + 1;
+  while (low < high) {
+    const mid = Math.floor((low + high) / 2);
+    const row = (await firstFrom(mid))!; // mid ≤ the highest seq: there is one
+    if (row.occurred_at < time) low = Number(row.seq) + 1;
+    else high = mid;
+  }
+  const found = await firstFrom(low);
+  return found === undefined ? undefined : Number(found.seq);
 }
 
 /**
- * Deletes expired events from the start of the feed: of the `batch` events with the lowest
- * `seq`, those before the first one that occurred at or after `cutoff`. Answers how many, and
- * whether more may be left (the whole batch was expired).
+ * Deletes expired events from the start of the feed: those of the `batch` events with the lowest
+ * `seq` that occurred before `cutoff`. Answers how many, and whether more may be left (a whole
+ * batch was read and some of it was expired).
  *
- * Events are inserted with the time of their insert, in `seq` order (SQLite: one writer at a
- * time; Postgres: under the organization's event lock, with the database's clock), so `seq` order
- * is time order and no index on `occurred_at` is needed: every round reads at most `batch` rows of
- * the primary key. Where the two orders disagree — servers whose clocks differ, on Postgres —
- * an event waits at most that difference longer than its retention. The feed's cursors expire by
- * the time they carry, never by what the purge has reached (domain/events.ts).
+ * Events are recorded in `seq` order with the time of their recording (the server's clock on
+ * SQLite, the database's on Postgres), so the oldest by `seq` are the oldest by time and no index
+ * on `occurred_at` is needed: every round reads `batch` rows of the primary key. An event stamped
+ * later than its neighbours (a clock stepped back after it) is skipped over, not waited for; only
+ * a whole batch of such events stops a purge until they expire. The feed's cursors expire by the
+ * time they carry, never by what the purge has reached (domain/events.ts).
  */
 export async function deleteEventsBefore(db: Knex, cutoff: string, batch: number): Promise<{ deleted: number; more: boolean }> {
   const oldest: { seq: number | string; occurred_at: string }[] = await db('events').select('seq', 'occurred_at').orderBy('seq').limit(batch);
-  const firstKept = oldest.findIndex((row) => row.occurred_at >= cutoff);
-  const expired = firstKept === -1 ? oldest.length : firstKept;
-  if (expired === 0) return { deleted: 0, more: false };
-  const deleted = await db('events').where('seq', '<=', oldest[expired - 1].seq).where('occurred_at', '<', cutoff).delete();
-  return { deleted, more: expired === batch };
+  if (!oldest.some((row) => row.occurred_at < cutoff)) return { deleted: 0, more: false };
+  const deleted = await db('events').where('seq', '<=', oldest[oldest.length - 1].seq).where('occurred_at', '<', cutoff).delete();
+  return { deleted, more: oldest.length === batch && deleted > 0 };
 }
 
 /** The event bodies of some ids (for delivery). */

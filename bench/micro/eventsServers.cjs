@@ -1,0 +1,84 @@
+// What recording events costs a server, the way the bench's write scenario compares it but with
+// nothing else running: two API servers on one fresh SQLite file, the second with recordEvent a
+// no-op (../lib/withoutEvents.cjs), both started as `npm start` starts them (memory rate limits far
+// above the load, quiet logs); 5-second phases of keyed POST /v1/logs (32 connections) alternate
+// between them, 6 rounds; each phase's req/s and the server's CPU per request (all its threads,
+// from /proc). Prints every phase and the medians of the per-round ratios.
+// Usage: npm run build && node bench/micro/eventsServers.cjs
+'use strict';
+const path = require('node:path');
+const fs = require('node:fs');
+const os = require('node:os');
+const { spawn } = require('node:child_process');
+const autocannon = require('autocannon');
+const ROOT = path.join(__dirname, '..', '..');
+const ENTRY = path.join(ROOT, 'dist', 'runtime', 'main.js');
+const NODE_OPTIONS = require(path.join(ROOT, 'package.json')).scripts.start.split(' ').filter((w) => w.startsWith('--'));
+const TICK_MS = 1000 / 100; // USER_HZ
+
+const cpuMs = (pid) => {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS; // utime + stime
+};
+
+async function startServer(port, file, extraOptions) {
+  const server = spawn(process.execPath, [...NODE_OPTIONS, ...extraOptions, ENTRY], {
+    env: { ...process.env, DATABASE_URL: `sqlite://${file}`, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  server.stdout.on('data', (chunk) => { out += chunk; });
+  let exited = false;
+  server.once('exit', () => { exited = true; });
+  // ready once /healthz answers; a new database's first key is printed before that
+  for (;;) {
+    if (exited) throw new Error('the server exited');
+    const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
+    if (ok) return { server, secret: /fop_[A-Za-z0-9_-]+/.exec(out)?.[0] };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+(async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-events-servers-'));
+  const file = path.join(dir, 'db.sqlite');
+  const port = 40100 + Math.floor(Math.random() * 400);
+  const withEvents = await startServer(port, file, []); // a new database prints its first key
+  const without = await startServer(port + 1, file, ['--require', path.join(ROOT, 'bench', 'lib', 'withoutEvents.cjs')]);
+  let n = 0;
+  const run = (p, seconds) => autocannon({
+    url: `http://127.0.0.1:${p}/v1/logs`,
+    connections: 32,
+    duration: seconds,
+    requests: [{
+      method: 'POST',
+      setupRequest: (req) => ({
+        ...req,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${withEvents.secret}`, 'idempotency-key': `ev-${p}-${n}` },
+        body: JSON.stringify({ entityType: 'checkin', entityId: 'chk_x', message: `m${n++}` }),
+      }),
+    }],
+  });
+  await run(port, 3);
+  await run(port + 1, 3);
+  const ratios = { rps: [], cpu: [] };
+  for (let round = 0; round < 6; round++) {
+    const phase = {};
+    for (const [name, p, proc] of [['with events', port, withEvents.server], ['without events', port + 1, without.server]]) {
+      const before = cpuMs(proc.pid);
+      const r = await run(p, 5);
+      if (r.non2xx) throw new Error(`${r.non2xx} non-2xx answers`);
+      phase[name] = { rps: r.requests.average, cpu: ((cpuMs(proc.pid) - before) * 1000) / r.requests.total };
+      console.log(`round ${round + 1} ${name.padEnd(14)} ${phase[name].rps.toFixed(0)} req/s, ${phase[name].cpu.toFixed(0)} µs server CPU per request`);
+    }
+    ratios.rps.push(phase['with events'].rps / phase['without events'].rps);
+    ratios.cpu.push(phase['without events'].cpu / phase['with events'].cpu);
+  }
+  for (const { server } of [withEvents, without]) {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => server.once('exit', resolve));
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(`with events ÷ without: throughput ${median(ratios.rps).toFixed(2)} (rounds ${ratios.rps.map((x) => x.toFixed(2)).join(', ')}), CPU-time ratio ${median(ratios.cpu).toFixed(2)}`);
+})();

@@ -10,16 +10,10 @@ const path = require('node:path');
 const fs = require('node:fs');
 const os = require('node:os');
 const { spawn } = require('node:child_process');
-const autocannon = require('autocannon');
+const { NODE_OPTIONS, cpuMs, postLogs } = require('./server.cjs');
 const ROOT = path.join(__dirname, '..', '..');
 const ENTRY = path.join(ROOT, 'dist', 'runtime', 'main.js');
-const NODE_OPTIONS = require(path.join(ROOT, 'package.json')).scripts.start.split(' ').filter((w) => w.startsWith('--'));
-const TICK_MS = 1000 / 100; // USER_HZ
 
-const cpuMs = (pid) => {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS; // utime + stime
-};
 
 async function startServer(port, file, extraOptions) {
   const server = spawn(process.execPath, [...NODE_OPTIONS, ...extraOptions, ENTRY], {
@@ -45,20 +39,7 @@ async function startServer(port, file, extraOptions) {
   const port = 40100 + Math.floor(Math.random() * 400);
   const withEvents = await startServer(port, file, []); // a new database prints its first key
   const without = await startServer(port + 1, file, ['--require', path.join(ROOT, 'bench', 'lib', 'withoutEvents.cjs')]);
-  let n = 0;
-  const run = (p, seconds) => autocannon({
-    url: `http://127.0.0.1:${p}/v1/logs`,
-    connections: 32,
-    duration: seconds,
-    requests: [{
-      method: 'POST',
-      setupRequest: (req) => ({
-        ...req,
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${withEvents.secret}`, 'idempotency-key': `ev-${p}-${n}` },
-        body: JSON.stringify({ entityType: 'checkin', entityId: 'chk_x', message: `m${n++}` }),
-      }),
-    }],
-  });
+  const run = (p, seconds) => postLogs({ port: p, secret: withEvents.secret, keyed: true, seconds });
   await run(port, 3);
   await run(port + 1, 3);
   const ratios = { rps: [], cpu: [] };

@@ -5,18 +5,8 @@
 // it counts the server's own work only; for comparing two builds, run it in each, alternately.
 // Usage: npm run build && node bench/micro/readCpu.cjs (Postgres: MICRO_POSTGRES_URL=postgres://… in front)
 'use strict';
-const path = require('node:path');
-const fs = require('node:fs');
 const autocannon = require('autocannon');
-const { startServer } = require('./server.cjs');
-const ROOT = path.join(__dirname, '..', '..');
-const NODE_OPTIONS = require(path.join(ROOT, 'package.json')).scripts.start.split(' ').filter((w) => w.startsWith('--'));
-const TICK_MS = 1000 / 100; // USER_HZ
-
-const cpuMs = (pid) => {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS; // utime + stime
-};
+const { startServer, NODE_OPTIONS, cpuMs } = require('./server.cjs');
 
 (async () => {
   const port = 39700 + Math.floor(Math.random() * 500);

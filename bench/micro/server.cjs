@@ -48,4 +48,33 @@ async function startServer(nodeOptions, port) {
   };
 }
 
-module.exports = { startServer };
+/** node's options as `npm start` passes them (package.json), for every server these scripts start. */
+const NODE_OPTIONS = require(path.join(__dirname, '..', '..', 'package.json')).scripts.start.split(' ').filter((w) => w.startsWith('--'));
+const TICK_MS = 1000 / 100; // USER_HZ
+
+/** A process's CPU time so far, all its threads (utime + stime from /proc), in ms. */
+function cpuMs(pid) {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+}
+
+/** One autocannon phase of POST /v1/logs at 32 connections, each request with a fresh Idempotency-Key when `keyed`. */
+let sent = 0;
+function postLogs({ port, secret, keyed, seconds }) {
+  const autocannon = require('autocannon');
+  return autocannon({
+    url: `http://127.0.0.1:${port}/v1/logs`,
+    connections: 32,
+    duration: seconds,
+    requests: [{
+      method: 'POST',
+      setupRequest: (req) => ({
+        ...req,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}`, ...(keyed ? { 'idempotency-key': `cpu-${port}-${process.pid}-${sent}` } : {}) },
+        body: JSON.stringify({ entityType: 'checkin', entityId: 'chk_x', message: `m${sent++}` }),
+      }),
+    }],
+  });
+}
+
+module.exports = { startServer, NODE_OPTIONS, TICK_MS, cpuMs, postLogs };

@@ -8,11 +8,7 @@
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
-const autocannon = require('autocannon');
-const { startServer } = require('./server.cjs');
-const ROOT = path.join(__dirname, '..', '..');
-const NODE_OPTIONS = require(path.join(ROOT, 'package.json')).scripts.start.split(' ').filter((w) => w.startsWith('--'));
-const TICK_MS = 1000 / 100; // USER_HZ
+const { startServer, NODE_OPTIONS, TICK_MS, cpuMs, postLogs } = require('./server.cjs');
 
 // the whole machine's busy time (all cores, from /proc/stat): on Postgres the database's own
 // work per request counts as well (and the load generator's, alike for both kinds)
@@ -22,28 +18,11 @@ const machineMs = () => {
   return (fields.reduce((a, b) => a + b, 0) - idle) * TICK_MS;
 };
 
-const cpuMs = (pid) => {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS; // utime + stime
-};
 
 (async () => {
   const port = 39200 + Math.floor(Math.random() * 500);
   const { pid, secret, stop } = await startServer(NODE_OPTIONS, port);
-  let n = 0;
-  const run = (keyed, seconds) => autocannon({
-    url: `http://127.0.0.1:${port}/v1/logs`,
-    connections: 32,
-    duration: seconds,
-    requests: [{
-      method: 'POST',
-      setupRequest: (req) => ({
-        ...req,
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}`, ...(keyed ? { 'idempotency-key': `cpu-${port}-${n}` } : {}) },
-        body: JSON.stringify({ entityType: 'checkin', entityId: 'chk_x', message: `m${n++}` }),
-      }),
-    }],
-  });
+  const run = (keyed, seconds) => postLogs({ port, secret, keyed, seconds });
   await run(true, 3); // warm-up
   const results = { keyed: [], plain: [] };
   for (let round = 0; round < 4; round++) {

@@ -9,36 +9,17 @@
 const path = require('node:path');
 const fs = require('node:fs');
 const os = require('node:os');
-const { spawn } = require('node:child_process');
-const { NODE_OPTIONS, cpuMs, postLogs } = require('./server.cjs');
-const ROOT = path.join(__dirname, '..', '..');
-const ENTRY = path.join(ROOT, 'dist', 'runtime', 'main.js');
-
-
-async function startServer(port, file, extraOptions) {
-  const server = spawn(process.execPath, [...NODE_OPTIONS, ...extraOptions, ENTRY], {
-    env: { ...process.env, DATABASE_URL: `sqlite://${file}`, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  server.stdout.on('data', (chunk) => { out += chunk; });
-  let exited = false;
-  server.once('exit', () => { exited = true; });
-  // ready once /healthz answers; a new database's first key is printed before that
-  for (;;) {
-    if (exited) throw new Error('the server exited');
-    const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
-    if (ok) return { server, secret: /fop_[A-Za-z0-9_-]+/.exec(out)?.[0] };
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+const { spawnApi, NODE_OPTIONS, cpuMs, postLogs } = require('./server.cjs');
+const WITHOUT_EVENTS = path.join(__dirname, '..', 'lib', 'withoutEvents.cjs');
+const LIMITS = { RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' };
 
 (async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-events-servers-'));
   const file = path.join(dir, 'db.sqlite');
   const port = 40100 + Math.floor(Math.random() * 400);
-  const withEvents = await startServer(port, file, []); // a new database prints its first key
-  const without = await startServer(port + 1, file, ['--require', path.join(ROOT, 'bench', 'lib', 'withoutEvents.cjs')]);
+  const databaseUrl = `sqlite://${file}`;
+  const withEvents = await spawnApi({ nodeOptions: NODE_OPTIONS, port, databaseUrl, env: LIMITS, newDatabase: true });
+  const without = await spawnApi({ nodeOptions: [...NODE_OPTIONS, '--require', WITHOUT_EVENTS], port: port + 1, databaseUrl, env: LIMITS });
   const run = (p, seconds) => postLogs({ port: p, secret: withEvents.secret, keyed: true, seconds });
   await run(port, 3);
   await run(port + 1, 3);

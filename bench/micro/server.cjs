@@ -1,7 +1,7 @@
 // The API server as a child process for the measurements in this folder: `node <nodeOptions>
 // dist/runtime/main.js` on a fresh SQLite file — or, when MICRO_POSTGRES_URL is set, a fresh
-// schema in that Postgres database — rate limits off, quiet logs. Resolves once it printed its
-// first API key (a new database creates one), with that key's secret.
+// schema in that Postgres database — rate limits off, quiet logs. Resolves once it answers, with
+// the first API key's secret (a new database creates one). spawnApi starts one on a given database.
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
@@ -23,19 +23,7 @@ async function startServer(nodeOptions, port) {
   const databaseUrl = postgres
     ? `${postgres}${postgres.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`
     : `sqlite://${path.join(dir, 'db.sqlite')}`;
-  const server = spawn(process.execPath, [...nodeOptions, ENTRY], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), LOG_LEVEL: 'warn', RATE_LIMIT_STORE: 'off' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  const secret = await new Promise((resolve, reject) => {
-    server.stdout.on('data', (chunk) => {
-      out += chunk;
-      const match = /fop_[A-Za-z0-9_-]+/.exec(out);
-      if (match && out.includes('curl')) resolve(match[0]);
-    });
-    server.once('exit', (code) => reject(new Error(`server exited ${code}`)));
-  });
+  const { server, secret } = await spawnApi({ nodeOptions, port, databaseUrl, env: { RATE_LIMIT_STORE: 'off' }, newDatabase: true });
   return {
     pid: server.pid,
     secret,
@@ -46,6 +34,29 @@ async function startServer(nodeOptions, port) {
       if (postgres) await admin(`drop schema if exists "${schema}" cascade`);
     },
   };
+}
+
+/**
+ * Starts `node <nodeOptions> dist/runtime/main.js` on `databaseUrl` with quiet logs and `env`, and
+ * resolves once /healthz answers — with the first API key's secret when `newDatabase` (the
+ * server prints it when it creates the database).
+ */
+async function spawnApi({ nodeOptions, port, databaseUrl, env = {}, newDatabase = false }) {
+  const server = spawn(process.execPath, [...nodeOptions, ENTRY], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  server.stdout.on('data', (chunk) => { out += chunk; });
+  let exited;
+  server.once('exit', (code) => { exited = code; });
+  const keyPrinted = () => /fop_[A-Za-z0-9_-]+/.test(out) && out.includes('curl');
+  for (;;) {
+    if (exited !== undefined) throw new Error(`server exited ${exited}`);
+    const up = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
+    if (up && (!newDatabase || keyPrinted())) return { server, secret: /fop_[A-Za-z0-9_-]+/.exec(out)?.[0] };
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** node's options as `npm start` passes them (package.json), for every server these scripts start. */
@@ -77,4 +88,4 @@ function postLogs({ port, secret, keyed, seconds }) {
   });
 }
 
-module.exports = { startServer, NODE_OPTIONS, TICK_MS, cpuMs, postLogs };
+module.exports = { startServer, spawnApi, NODE_OPTIONS, TICK_MS, cpuMs, postLogs };

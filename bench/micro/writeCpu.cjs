@@ -18,7 +18,6 @@ const machineMs = () => {
   return (fields.reduce((a, b) => a + b, 0) - idle) * TICK_MS;
 };
 
-
 (async () => {
   const port = 39200 + Math.floor(Math.random() * 500);
   const { pid, secret, stop } = await startServer(NODE_OPTIONS, port);

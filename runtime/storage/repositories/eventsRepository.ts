@@ -122,7 +122,7 @@ export async function eventIdsInWindow(
 }
 
 /** How far back a clock may have been stepped for eventIdsInWindow to stay exact. */
-export const CLOCK_STEP_MARGIN_MS = 10 * 60_000;
+const CLOCK_STEP_MARGIN_MS = 10 * 60_000;
 
 const shiftIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toISOString();
 
@@ -135,12 +135,10 @@ const shiftIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toI
 export async function firstSeqAtOrAfter(db: Knex, time: string): Promise<number | undefined> {
   const firstFrom = async (seq: number): Promise<{ seq: number; occurred_at: string } | undefined> =>
     db('events').select('seq', 'occurred_at').where('seq', '>=', seq).orderBy('seq').first();
-  // two one-row reads of the primary key's ends (SQLite scans the table for min and max in one query)
-  const lowest: { seq: number } | undefined = await db('events').select('seq').orderBy('seq', 'asc').first();
   const highest: { seq: number } | undefined = await db('events').select('seq').orderBy('seq', 'desc').first();
-  if (lowest === undefined || highest === undefined) return undefined;
+  if (highest === undefined) return undefined;
   // every event below `low` occurred before `time`; the first event from `high` on, if any, at or after it
-  let low = Number(lowest.seq);
+  let low = 0;
   let high = Number(highest.seq) + 1;
   while (low < high) {
     const mid = Math.floor((low + high) / 2);

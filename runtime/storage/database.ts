@@ -44,6 +44,10 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
             conn.pragma('busy_timeout = 5000');
             conn.pragma('foreign_keys = ON');
             conn.pragma('synchronous = NORMAL');
+            // the write transactions of a group commit are savepoints (storage/sqliteGroupCommit.ts),
+            // and SQLite copies each page a savepoint changes to a sub-journal first: in memory, not
+            // a temporary file
+            conn.pragma('temp_store = MEMORY');
             // the bound on the WAL; the checkpoints themselves run on a thread of their own
             conn.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
             if (filename !== ':memory:') checkpointer ??= startCheckpointer(filename);

@@ -105,3 +105,20 @@ test('a connection closed while its batch waits for the COMMIT fails the batch\'
   expect(await answered).toMatch(/not open/);
   expect(committedNotes()).toEqual([]);
 });
+
+test('two connections of one process to the same file: a write on one while the other\'s batch waits for its commit commits both', async () => {
+  const other = openDatabase(`sqlite://${file}`);
+  try {
+    // the first batch holds the write lock until its commit at the end of this turn; the second
+    // connection begins in between (an immediate queued before that commit), and its BEGIN
+    // IMMEDIATE would wait for the lock on this very thread, the one that is to commit it
+    const second = new Promise<void>((resolve, reject) => {
+      setImmediate(() => inWriteTransaction(other.knex, async (trx) => { await trx('notes').insert({ who: 'second' }); }).then(resolve, reject));
+    });
+    const [first] = writeNotes(['first']);
+    await Promise.all([first, second]);
+    expect(committedNotes()).toEqual(['first', 'second']);
+  } finally {
+    await other.close();
+  }
+});

@@ -4,6 +4,7 @@ import knex, { Knex } from 'knex';
 
 import { Dialect } from './databaseErrors';
 import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteCheckpoints';
+import { commitOtherBatches } from './sqliteGroupCommit';
 export type { Dialect };
 
 export interface Database {
@@ -110,6 +111,7 @@ function cacheStatements(conn: { prepare(sql: string): unknown }): void {
   const prepare = conn.prepare.bind(conn);
   const cache = new Map<string, unknown>();
   conn.prepare = (text: string) => {
+    commitOtherBatches(conn);
     const sql = text === 'BEGIN;' ? BEGIN_IMMEDIATE : text;
     let statement = cache.get(sql);
     if (statement === undefined) {

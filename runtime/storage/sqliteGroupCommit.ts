@@ -67,6 +67,22 @@ class Batch {
 }
 
 const batches = new WeakMap<object, Batch>();
+/** The open batches of this process, on any connection. */
+const openBatches = new Set<Batch>();
+
+/**
+ * Called before every statement on a SQLite connection (storage/database.ts, the statement
+ * cache): commits the batches open on this process' other connections to the same or another
+ * file, unless a member is inside its work. A server process has one connection, so this finds
+ * nothing there; but where one process holds two (an app and another one on the same file, in
+ * the tests), a statement that needs the write lock while another connection's batch holds it
+ * would wait synchronously, on the very thread that is to commit that batch, until busy_timeout
+ * ran out.
+ */
+export function commitOtherBatches(conn: object): void {
+  if (openBatches.size === 0) return;
+  for (const batch of openBatches) if (batch.conn !== conn && !batch.memberInside) commitBatch(batch);
+}
 
 /**
  * Makes the caller a member of the connection's batch — the open one, or a new one begun with
@@ -83,6 +99,7 @@ export function enterBatch(conn: SqliteConnection): void {
     conn.prepare('BEGIN IMMEDIATE').run();
     batch = new Batch(conn);
     batches.set(conn, batch);
+    openBatches.add(batch);
   }
   try {
     conn.prepare(`SAVEPOINT ${MEMBER}`).run();
@@ -147,6 +164,7 @@ function commitAtEndOfTurn(batch: Batch): void {
 
 function commitBatch(batch: Batch): void {
   batches.delete(batch.conn);
+  openBatches.delete(batch);
   try {
     batch.conn.prepare('COMMIT').run();
   } catch (err) {
@@ -162,6 +180,7 @@ function commitBatch(batch: Batch): void {
 /** Rolls the batch back, keeping nothing; its members' commits throw `err`. */
 function endBatch(batch: Batch, err: unknown): void {
   batches.delete(batch.conn);
+  openBatches.delete(batch);
   discardIfInTransaction(batch.conn, err);
   for (const member of batch.waiting.splice(0)) member.reject(err ?? new Error('The group commit was rolled back.'));
 }

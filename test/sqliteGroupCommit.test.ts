@@ -122,3 +122,33 @@ test('two connections of one process to the same file: a write on one while the 
     await other.close();
   }
 });
+
+test('two connections of one process to different files: a write that leaves while the other connection\'s batch waits for its commit is answered as committed', async () => {
+  const otherFile = path.join(dir, 'other.sqlite');
+  const other = openDatabase(`sqlite://${otherFile}`);
+  try {
+    await other.knex.raw('create table notes (id integer primary key, who text not null)');
+    // the second connection's write is done and its batch waits for its commit when the first
+    // write leaves: the statement that releases the first write's savepoint commits the other
+    // batch first, and that COMMIT must not in turn commit the first batch under the savepoint
+    let second: Promise<void> | undefined;
+    const first = inWriteTransaction(db.knex, async (trx) => {
+      await trx('notes').insert({ who: 'first' });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      let secondDone!: () => void;
+      const secondWorked = new Promise<void>((resolve) => { secondDone = resolve; });
+      second = inWriteTransaction(other.knex, async (t) => {
+        await t('notes').insert({ who: 'second' });
+        secondDone();
+      });
+      await secondWorked;
+      for (let i = 0; i < 20; i++) await null; // the second has left its savepoint by now
+    });
+    await first;
+    await second;
+    expect(committedNotes()).toEqual(['first']);
+    expect(await other.knex('notes').pluck('who')).toEqual(['second']);
+  } finally {
+    await other.close();
+  }
+});

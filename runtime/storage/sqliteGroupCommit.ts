@@ -26,11 +26,12 @@
  *   one connection, it could not begin while holding one either.) Nothing in the server does.
  *
  * What a reader on the same connection sees: the connection is the process' only one (the pool
- * holds one), so a statement that is not a write transaction (a read by id, the key lookup, an
- * Idempotency-Key claim's single statement) and runs while a batch is open runs inside the batch:
- * it reads the members' work a few milliseconds before their commit, and a write of it commits
- * with the batch. If that COMMIT then fails (a full disk, an I/O error), that work was never
- * stored. Other processes and the checkpoint thread see committed data only.
+ * holds one), so a statement that is not a write transaction (a read by id, the key lookup, a
+ * key's `last_used_at`) and runs while a batch is open runs inside the batch: it reads the
+ * members' work a few milliseconds before their commit, and a write of it commits with the batch.
+ * If that COMMIT then fails (a full disk, an I/O error), that work was never stored. A write that
+ * must be stored before the caller goes on (the Idempotency-Key's claim) is therefore a write
+ * transaction of its own. Other processes and the checkpoint thread see committed data only.
  *
  * Postgres is not batched: each write transaction commits on its own connection
  * (storage/writeTransaction.ts).
@@ -80,9 +81,18 @@ const openBatches = new Set<Batch>();
  * ran out.
  */
 export function commitOtherBatches(conn: object): void {
-  if (openBatches.size === 0) return;
-  for (const batch of openBatches) if (batch.conn !== conn && !batch.memberInside) commitBatch(batch);
+  if (openBatches.size === 0 || committingOthers) return;
+  // not re-entered: the COMMIT below is itself a statement through the cache, on the other
+  // connection, and must not in turn commit this connection's batch under a member that is
+  // about to release its savepoint
+  committingOthers = true;
+  try {
+    for (const batch of openBatches) if (batch.conn !== conn && !batch.memberInside) commitBatch(batch);
+  } finally {
+    committingOthers = false;
+  }
 }
+let committingOthers = false;
 
 /**
  * Makes the caller a member of the connection's batch — the open one, or a new one begun with
@@ -121,7 +131,7 @@ export async function leaveBatch(pool: ConnectionPool, conn: SqliteConnection, k
   let committed: Promise<void> | undefined;
   try {
     if (batch === undefined) throw new Error('This connection has no open group commit.');
-    batch.memberInside = false;
+    // the member stays inside until its savepoint is gone: nothing may commit the batch between
     if (kept) {
       conn.prepare(`RELEASE ${MEMBER}`).run();
       committed = new Promise<void>((resolve, reject) => batch.waiting.push({ resolve, reject }));
@@ -129,6 +139,7 @@ export async function leaveBatch(pool: ConnectionPool, conn: SqliteConnection, k
       conn.prepare(`ROLLBACK TO ${MEMBER}`).run();
       conn.prepare(`RELEASE ${MEMBER}`).run();
     }
+    batch.memberInside = false;
   } catch (err) {
     // the savepoint is gone: SQLite ended the whole transaction (a full disk, an I/O error), and
     // every member's work with it

@@ -22,8 +22,8 @@ import { enterBatch, leaveBatch, type ConnectionPool, type SqliteConnection } fr
  * busy_timeout does not cover that case. So every write transaction on SQLite begins with
  * `BEGIN IMMEDIATE`, which waits for the write lock up front. (Earlier releases took it with a
  * first write to the one-row `_write_lock` table, which stays.) And on SQLite the write
- * transactions waiting for the connection share one database transaction and commit together
- * (storage/sqliteGroupCommit.ts); each still commits or rolls back as a whole, on its own.
+ * transactions of one turn of the event loop share one database transaction and commit together
+ * (storage/sqliteGroupCommit.ts); each still keeps or loses its own work as a whole.
  */
 export interface WriteTransaction {
   /** Runs statements on the transaction's connection, while the transaction is open. */
@@ -32,7 +32,10 @@ export interface WriteTransaction {
   /** `name` comes from the code, never from a request. */
   savepoint(name: string): Promise<void>;
   rollbackToSavepoint(name: string): Promise<void>;
-  /** Commits; when the COMMIT fails, rolls back what is left and throws its error. */
+  /**
+   * Commits; when the COMMIT fails, rolls back what is left and throws its error (on SQLite the
+   * error of the group commit it joined, which may come from another write transaction's work).
+   */
   commit(): Promise<void>;
   /**
    * Ends the transaction keeping nothing. Never throws: a ROLLBACK that fails means the

@@ -137,6 +137,29 @@ describeEachDatabase('idempotency under concurrency', (t) => {
     }
     const response = (name: string) => ({ status: 201, headers: {}, body: { name } });
 
+    it('a claim is answered only once committed: when the COMMIT it shares with other writes fails, the claim fails too (SQLite group commit)', async () => {
+      if (t.kind !== 'sqlite') return; // Postgres holds the claim in the operation's own transaction
+      const { keyId } = await principal();
+      const fp = fingerprint('post', '/v1/sites', { name: 'Lost claim' });
+      // a write of the same turn whose COMMIT fails for real: a deferred foreign key
+      await t.db.knex.raw('create table claim_test_children (id integer primary key, parent_id integer not null references sites(id) deferrable initially deferred)');
+      try {
+        const orphan = inWriteTransaction(t.db.knex, async (trx) => {
+          await trx('claim_test_children').insert({ parent_id: 'no such site' });
+        });
+        const claim = claimIdempotencyKey(t.db.knex, settings, keyId, 'lost-claim-1', fp);
+        await expect(orphan).rejects.toThrow(/FOREIGN KEY constraint failed/);
+        // never 'claimed' for a row that is not in the database
+        await expect(claim).rejects.toThrow(/FOREIGN KEY constraint failed/);
+        expect(await t.db.knex('idempotency_keys').where({ idempotency_key: 'lost-claim-1' })).toEqual([]);
+        const retry = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'lost-claim-1', fp)) as Claimed;
+        expect(retry.kind).toBe('claimed');
+        await releaseIdempotencyKey(t.db.knex, retry);
+      } finally {
+        await t.db.knex.raw('drop table claim_test_children');
+      }
+    });
+
     it('a slow original whose lease was taken over cannot commit; its writes roll back (SQLite lease)', async () => {
       if (t.kind !== 'sqlite') return; // Postgres: the next test
       const { keyId, orgId } = await principal();

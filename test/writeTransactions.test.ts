@@ -147,20 +147,19 @@ describe.each(testDatabases)('write transactions ($name)', (kind) => {
     const ending = Promise.all([first.commit(), first.rollback()]);
     // on SQLite (one connection) these two wait for it in turn; given back twice, the second
     // would get it while the first of them is still open, and its BEGIN would fail
-    const second = beginWriteTransaction(knex);
-    const third = beginWriteTransaction(knex);
+    // (each does its work as soon as it has begun: one that holds a transaction open while it
+    // waits for another's commit could wait for ever on SQLite, whose transactions commit in groups)
+    const second = beginWriteTransaction(knex).then(async (t) => {
+      await t.knex('notes').insert(note('second'));
+      await new Promise((resolve) => setImmediate(resolve));
+      await t.commit();
+    });
+    const third = beginWriteTransaction(knex).then(async (t) => {
+      await t.knex('notes').insert(note('third'));
+      await t.commit();
+    });
     await ending;
-    const [a, b] = await Promise.all([
-      second.then(async (t) => {
-        await t.knex('notes').insert(note('second'));
-        await new Promise((resolve) => setImmediate(resolve));
-        await t.commit();
-      }),
-      third.then(async (t) => {
-        await t.knex('notes').insert(note('third'));
-        await t.commit();
-      }),
-    ]);
+    const [a, b] = await Promise.all([second, third]);
     expect([a, b]).toEqual([undefined, undefined]);
     expect(await count('first')).toBe(1);
     expect(await count('second')).toBe(1);

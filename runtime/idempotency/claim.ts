@@ -27,8 +27,9 @@ import {
  *
  * 1. claim: Postgres takes an advisory lock on the key in the transaction that will run the
  *    operation, without waiting (a concurrent duplicate answers IDEMPOTENCY_IN_PROGRESS at
- *    once), and inserts the row there. SQLite inserts the row and commits it on its own, with a
- *    short lease that the process renews while the request runs. The row carries the request
+ *    once), and inserts the row there. SQLite inserts the row and commits it before the
+ *    operation (in a write transaction of its own, which commits with the others of its turn),
+ *    with a short lease that the process renews while the request runs. The row carries the request
  *    fingerprint and a random lock token.
  * 2. run: the operation's writes and the stored response commit in one transaction whose last
  *    statement updates the row only if it still holds our lock token (fencing). A worker whose
@@ -71,8 +72,8 @@ const inProgress = () => new ApiError('IDEMPOTENCY_IN_PROGRESS', 'A request with
  *   then runs in that same transaction (runClaimedOperation). Nothing is committed before the
  *   operation's own commit, and a dead process's lock ends with its connection: a retry that gets
  *   the lock knows nobody is running the key.
- * - SQLite: the claim row commits on its own with a short lease that this process renews while
- *   the request works; a claim whose lease ran out belongs to a dead process.
+ * - SQLite: the claim row commits before the operation runs, with a short lease that this
+ *   process renews while the request works; a claim whose lease ran out belongs to a dead process.
  */
 export async function claimIdempotencyKey(
   db: Knex,
@@ -113,7 +114,8 @@ async function claimUnderLock(db: Knex, settings: IdempotencySettings, apiKeyId:
 
 /**
  * The claim decisions, on `db` (Postgres: the locked claim transaction, so that nobody else is
- * deciding about this key meanwhile; SQLite: one statement at a time, each committing alone).
+ * deciding about this key meanwhile; SQLite: one statement at a time, each write committed
+ * before the next step, see claimStatement).
  * A row held by someone else is left alone while its lease lives; on Postgres such a row is only
  * ever committed by an older release of this server, which held keys by lease alone.
  */
@@ -136,7 +138,7 @@ async function claimRow(
     let row = alreadyRead ? readUnderLock : await findIdempotencyKey(db, apiKeyId, key);
     alreadyRead = false;
     if (!row) {
-      if (await insertClaimIfAbsent(db, fresh)) return { kind: 'claimed', apiKeyId, key, token };
+      if (await claimStatement(db, (w) => insertClaimIfAbsent(w, fresh))) return { kind: 'claimed', apiKeyId, key, token };
       row = await findIdempotencyKey(db, apiKeyId, key);
       if (!row) continue; // purged between the two statements: try again
     }
@@ -148,7 +150,7 @@ async function claimRow(
       // nobody holds it, so that a retention shorter than a running operation never lets a
       // second run start beside the first.
       if (leaseLive) throw inProgress();
-      const taken = await takeOverExpired(db, apiKeyId, key, row, fresh);
+      const taken = await claimStatement(db, (w) => takeOverExpired(w, apiKeyId, key, row!, fresh));
       if (taken) return { kind: 'claimed', apiKeyId, key, token };
       continue;
     }
@@ -166,10 +168,21 @@ async function claimRow(
     if (leaseLive) throw inProgress();
     // the lease ran out: the process that held it stopped renewing it (it died); take the claim
     // over, unless it renewed meanwhile (the update is fenced on the lease seen)
-    const taken = await takeOverStaleLease(db, apiKeyId, key, row, token, isoIn(now, settings.leaseSeconds));
+    const taken = await claimStatement(db, (w) => takeOverStaleLease(w, apiKeyId, key, row!, token, isoIn(now, settings.leaseSeconds)));
     if (taken) return { kind: 'claimed', apiKeyId, key, token };
   }
   throw inProgress();
+}
+
+/**
+ * Runs one write of the claim decisions. On SQLite, as a write transaction of its own, so the
+ * claim is committed before it is answered: the SQLite write transactions of one turn commit
+ * together (storage/sqliteGroupCommit.ts), and a statement outside one would join that group
+ * without waiting for it — if its COMMIT then failed, the operation would run on a claim that no
+ * longer exists and could not store its answer. On Postgres `db` is the claim's held transaction.
+ */
+function claimStatement<T>(db: Knex, write: (db: Knex) => Promise<T>): Promise<T> {
+  return dialectOf(db) === 'postgres' ? write(db) : inWriteTransaction(db, write);
 }
 
 /** A new in-progress claim row with a fresh lock token and lease. */

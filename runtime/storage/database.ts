@@ -4,6 +4,7 @@ import knex, { Knex } from 'knex';
 
 import { Dialect } from './databaseErrors';
 import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteCheckpoints';
+import { commitOtherBatches } from './sqliteGroupCommit';
 export type { Dialect };
 
 export interface Database {
@@ -44,6 +45,10 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
             conn.pragma('busy_timeout = 5000');
             conn.pragma('foreign_keys = ON');
             conn.pragma('synchronous = NORMAL');
+            // the write transactions of a group commit are savepoints (storage/sqliteGroupCommit.ts),
+            // and SQLite copies each page a savepoint changes to a sub-journal first: in memory, not
+            // a temporary file
+            conn.pragma('temp_store = MEMORY');
             // the bound on the WAL; the checkpoints themselves run on a thread of their own
             conn.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
             if (filename !== ':memory:') checkpointer ??= startCheckpointer(filename);
@@ -106,6 +111,7 @@ function cacheStatements(conn: { prepare(sql: string): unknown }): void {
   const prepare = conn.prepare.bind(conn);
   const cache = new Map<string, unknown>();
   conn.prepare = (text: string) => {
+    commitOtherBatches(conn);
     const sql = text === 'BEGIN;' ? BEGIN_IMMEDIATE : text;
     let statement = cache.get(sql);
     if (statement === undefined) {

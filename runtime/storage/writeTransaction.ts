@@ -1,5 +1,6 @@
 import knex, { Knex } from 'knex';
 import { dialectOf } from './databaseErrors';
+import { enterBatch, leaveBatch, type ConnectionPool, type SqliteConnection } from './sqliteGroupCommit';
 
 /**
  * The server's write transactions, on both databases.
@@ -20,7 +21,9 @@ import { dialectOf } from './databaseErrors';
  * another connection (a second server process, the key CLI) committed in between;
  * busy_timeout does not cover that case. So every write transaction on SQLite begins with
  * `BEGIN IMMEDIATE`, which waits for the write lock up front. (Earlier releases took it with a
- * first write to the one-row `_write_lock` table, which stays.)
+ * first write to the one-row `_write_lock` table, which stays.) And on SQLite the write
+ * transactions of one turn of the event loop share one database transaction and commit together
+ * (storage/sqliteGroupCommit.ts); each still keeps or loses its own work as a whole.
  */
 export interface WriteTransaction {
   /** Runs statements on the transaction's connection, while the transaction is open. */
@@ -29,7 +32,10 @@ export interface WriteTransaction {
   /** `name` comes from the code, never from a request. */
   savepoint(name: string): Promise<void>;
   rollbackToSavepoint(name: string): Promise<void>;
-  /** Commits; when the COMMIT fails, rolls back what is left and throws its error. */
+  /**
+   * Commits; when the COMMIT fails, rolls back what is left and throws its error (on SQLite the
+   * error of the group commit it joined, which may come from another write transaction's work).
+   */
   commit(): Promise<void>;
   /**
    * Ends the transaction keeping nothing. Never throws: a ROLLBACK that fails means the
@@ -62,14 +68,14 @@ export async function inWriteTransaction<T>(db: Knex, work: (trx: Knex) => Promi
  */
 export async function beginWriteTransaction(db: Knex): Promise<WriteTransaction> {
   if ((db.client as { [LENDING]?: true })[LENDING]) throw new Error('Write transactions do not nest: this Knex instance belongs to an open write transaction.');
-  const pool = db.client as { acquireConnection(): Promise<Connection>; releaseConnection(conn: unknown): Promise<void> };
-  const conn = await pool.acquireConnection();
+  const pool = db.client as unknown as ConnectionPool;
+  const conn = (await pool.acquireConnection()) as Connection;
   const pg = dialectOf(db) === 'postgres';
   let lent: LentKnex;
   try {
     lent = lendTo(db, conn);
     if (pg) await (conn as PgConnection).query('BEGIN');
-    else (conn as SqliteConnection).prepare('BEGIN IMMEDIATE').run(); // waits for the write lock up to busy_timeout, or throws
+    else enterBatch(conn as SqliteConnection); // BEGIN IMMEDIATE (waits for the write lock up to busy_timeout, or throws), or joins the open batch
   } catch (err) {
     await pool.releaseConnection(conn);
     throw err;
@@ -77,11 +83,6 @@ export async function beginWriteTransaction(db: Knex): Promise<WriteTransaction>
   return new DriverTransaction(pool, conn, lent, pg);
 }
 
-/** What this module uses of a better-sqlite3 connection (its prepare is the statement cache's). */
-interface SqliteConnection {
-  prepare(sql: string): { run(): unknown };
-  readonly inTransaction: boolean;
-}
 /** What this module uses of a node-postgres connection. */
 interface PgConnection {
   query(sql: string): Promise<unknown>;
@@ -92,7 +93,7 @@ class DriverTransaction implements WriteTransaction {
   private open = true;
 
   constructor(
-    private readonly pool: { releaseConnection(conn: unknown): Promise<void> },
+    private readonly pool: ConnectionPool,
     private readonly conn: Connection,
     private readonly lent: LentKnex,
     private readonly pg: boolean,
@@ -121,10 +122,11 @@ class DriverTransaction implements WriteTransaction {
     // ended from here on: a rollback() while the COMMIT runs does nothing
     this.open = false;
     this.lent.end();
+    // SQLite: resolves once the group commit this transaction joined has committed
+    if (!this.pg) return leaveBatch(this.pool, this.conn as SqliteConnection, true);
     try {
       await this.run('COMMIT');
     } catch (err) {
-      // SQLite keeps a transaction whose COMMIT failed open (Postgres ends it): end it here
       await this.rollbackAndRelease();
       throw err;
     }
@@ -135,13 +137,14 @@ class DriverTransaction implements WriteTransaction {
     if (!this.open) return;
     this.open = false;
     this.lent.end();
-    await this.rollbackAndRelease();
+    if (this.pg) await this.rollbackAndRelease();
+    else await leaveBatch(this.pool, this.conn as SqliteConnection, false);
   }
 
-  /** Rolls back whatever is open and gives the connection back, without throwing. */
+  /** Postgres: rolls back whatever is open and gives the connection back, without throwing. */
   private async rollbackAndRelease(): Promise<void> {
     try {
-      if (this.pg || (this.conn as SqliteConnection).inTransaction) await this.run('ROLLBACK');
+      await this.run('ROLLBACK');
     } catch (err) {
       // A connection whose ROLLBACK failed may still hold the transaction: the pool must not
       // hand it out again (other statements would join it). Knex's pool discards a connection

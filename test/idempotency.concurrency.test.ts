@@ -6,6 +6,7 @@ import { createSite } from '../runtime/domain/sites';
 import { claimIdempotencyKey, releaseIdempotencyKey, runClaimedOperation, storeIdempotentResponse, Claimed, LeaseLostError, IdempotencySettings } from '../runtime/idempotency/claim';
 import { fingerprint } from '../runtime/idempotency/request';
 import { terminateClaimOwners } from './support/claimLocks';
+import { rejectionOf } from './support/databases';
 
 // Idempotency under concurrency, crashes and several servers (docs/architecture.md, "Idempotency").
 
@@ -148,9 +149,9 @@ describeEachDatabase('idempotency under concurrency', (t) => {
           await trx('claim_test_children').insert({ parent_id: 'no such site' });
         });
         const claim = claimIdempotencyKey(t.db.knex, settings, keyId, 'lost-claim-1', fp);
-        await expect(orphan).rejects.toThrow(/FOREIGN KEY constraint failed/);
+        expect((await rejectionOf(orphan)).message).toMatch(/FOREIGN KEY constraint failed/);
         // never 'claimed' for a row that is not in the database
-        await expect(claim).rejects.toThrow(/FOREIGN KEY constraint failed/);
+        expect((await rejectionOf(claim)).message).toMatch(/FOREIGN KEY constraint failed/);
         expect(await t.db.knex('idempotency_keys').where({ idempotency_key: 'lost-claim-1' })).toEqual([]);
         const retry = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'lost-claim-1', fp)) as Claimed;
         expect(retry.kind).toBe('claimed');

@@ -5,6 +5,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { openDatabase, Database } from '../runtime/storage/database';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { enterBatch, leaveBatch, MAX_BATCH } from '../runtime/storage/sqliteGroupCommit';
+import { rejectionOf } from './support/databases';
 
 // On SQLite the write transactions started while one is running share its database transaction
 // and commit together, each in a savepoint of its own (runtime/storage/sqliteGroupCommit.ts).
@@ -81,11 +82,10 @@ test('a COMMIT that fails fails every write transaction of the batch and keeps n
   const orphan = inWriteTransaction(db.knex, async (trx) => {
     await trx('children').insert({ parent_id: 999 }); // no such parent: refused at COMMIT
   });
-  const [a, b] = writeNotes(['a', 'b']).map((p) => p.catch((err: Error) => err));
-  await expect(orphan).rejects.toThrow(/FOREIGN KEY constraint failed/);
-  expect(await a).toBeInstanceOf(Error);
-  expect(((await a) as Error).message).toMatch(/FOREIGN KEY constraint failed/);
-  expect(((await b) as Error).message).toMatch(/FOREIGN KEY constraint failed/);
+  const [a, b] = writeNotes(['a', 'b']).map(rejectionOf);
+  expect((await rejectionOf(orphan)).message).toMatch(/FOREIGN KEY constraint failed/);
+  expect((await a).message).toMatch(/FOREIGN KEY constraint failed/);
+  expect((await b).message).toMatch(/FOREIGN KEY constraint failed/);
   expect(committedNotes()).toEqual([]);
   expect(await db.knex('children').count({ n: '*' })).toEqual([{ n: 0 }]);
 

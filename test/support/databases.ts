@@ -82,3 +82,21 @@ function withSearchPath(url: string, schema: string): string {
   u.searchParams.set('options', `-c search_path=${schema}`);
   return u.toString();
 }
+
+/**
+ * The error a promise rejected with, or a test failure when it resolved. For errors thrown by
+ * better-sqlite3: jest's `rejects.toThrow` does not recognise them as errors once another test
+ * file of the same worker process has loaded the driver first. The native addon is loaded once
+ * per process and keeps the `SqliteError` class of the first file that loaded it, built on that
+ * file's `Error`, which is not this file's (each test file runs in a realm of its own) — the
+ * matcher then reports "did not throw" for a promise that did reject. Match the message instead.
+ */
+export async function rejectionOf(promise: Promise<unknown>): Promise<{ message: string; code?: string }> {
+  let outcome: unknown;
+  try {
+    outcome = await promise;
+  } catch (err) {
+    return err as { message: string; code?: string };
+  }
+  throw new Error(`expected a rejection, but the promise resolved with ${JSON.stringify(outcome)}`);
+}

@@ -30,7 +30,7 @@ SECRET="$(npm run --silent keys -- create --scopes sites:read --name production-
 test "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $SECRET" "$ADDRESS/v1/sites")" = 200
 npm run --silent keys -- list | grep -q production-check
 
-# SIGTERM to the server itself, as a process manager running `node --max-semi-space-size=4 dist/runtime/main.js` sends
+# SIGTERM to the server itself, as a process manager running `node --max-semi-space-size=4 --heap-growing-percent=100 dist/runtime/main.js` sends
 # it (npm passes signals on, but reports a signal of its own as a failure)
 NODE_PID="$SERVER_PID"
 for _ in 1 2 3; do CHILD="$(pgrep -P "$NODE_PID" | head -n 1 || true)"; [ -n "$CHILD" ] && NODE_PID="$CHILD"; done

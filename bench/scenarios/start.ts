@@ -3,7 +3,7 @@ import { median } from '../lib/load';
 import { Measurement, Settings, startApi } from './context';
 
 /**
- * start: process start (spawn of the server as `npm start` runs it (`node --max-semi-space-size=4 dist/runtime/main.js`)) to the first 200 from /healthz.
+ * start: process start (spawn of the server as `npm start` runs it (`node --max-semi-space-size=4 --heap-growing-percent=100 dist/runtime/main.js`)) to the first 200 from /healthz.
  * "first start" is an empty database: the server migrates it and creates the first API key.
  * "restart" is the same database again, already migrated.
  */

@@ -3,6 +3,9 @@
 // `recordEvent` and with a no-op in its place, on a fresh SQLite file; prints the median of the
 // per-round differences. Usage: npm run build && node bench/micro/eventCost.cjs
 // DROP='drop index …' runs statements on the fresh database first (to try a schema change).
+// WRITERS=16 runs the writes as 16 concurrent writers instead of one after the other: on SQLite
+// the write transactions of one turn of the event loop then commit together, 16 at a time
+// (runtime/storage/sqliteGroupCommit.ts), where one writer commits each write on its own.
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
@@ -22,7 +25,9 @@ const logs = require(path.join(DIST, 'domain', 'logs.js'));
   for (const statement of (process.env.DROP ?? '').split(';').filter(Boolean)) await db.knex.raw(statement);
   const { key } = await createApiKey(db.knex, { scopes: ALL_SCOPES, name: 'event-cost' });
   const body = { entityType: 'checkin', entityId: 'chk_abcdefghjkmnpqrstvwxyz01', entryType: 'comment', message: 'bench message', source: 'api' };
-  const write = (n) => (async () => { for (let i = 0; i < n; i++) await inWriteTransaction(db.knex, (trx) => logs.createLog(trx, key.organizationId, body)); })();
+  const writers = Number(process.env.WRITERS ?? 1);
+  const writer = async (n) => { for (let i = 0; i < n; i++) await inWriteTransaction(db.knex, (trx) => logs.createLog(trx, key.organizationId, body)); };
+  const write = (n) => Promise.all(Array.from({ length: writers }, () => writer(Math.ceil(n / writers))));
   const recordEvent = events.recordEvent;
   await write(20000); // a table of some size, warm code
   const rounds = [];

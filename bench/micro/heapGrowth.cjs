@@ -1,6 +1,7 @@
-// What V8's heap growing factor costs and saves: two servers, one started as `npm start` starts
-// it and one with `--heap-growing-percent=100` added (after each full GC V8 lets the old
-// generation grow to twice what survived it, instead of choosing a factor of up to 4 itself),
+// What V8's heap growing factor costs and saves: two servers, both started with `npm start`'s
+// node options, one without its `--heap-growing-percent=100` (V8 then picks the factor by which
+// the old generation may grow after each full GC itself, up to 4) and one with it (twice what
+// survived) — or with the option given as the argument instead,
 // each on a fresh SQLite file with rate limits off. Phases alternate between the two servers,
 // 3 rounds: keyed POST /v1/logs (32 connections, 5 s), GET /v1/checkins/{id} (32 connections,
 // 5 s) and the bench's ingest (8 connections, 500 new readings per request, fresh
@@ -10,7 +11,7 @@
 'use strict';
 const fs = require('node:fs');
 const autocannon = require('autocannon');
-const { startServer, NODE_OPTIONS, cpuMs, postLogs } = require('./server.cjs');
+const { startServer, NODE_OPTIONS, cpuMs, postLogs, ingestBatches } = require('./server.cjs');
 
 const FLAG = process.argv[2] ?? '--heap-growing-percent=100';
 
@@ -20,24 +21,13 @@ async function prepare(label, nodeOptions, port) {
   const checkin = await (await fetch(`http://127.0.0.1:${port}/v1/checkins`, {
     method: 'POST', headers, body: JSON.stringify({ userId: 'auth0|micro', siteId: 'site_micro', coordinates: { latitude: 52.5, longitude: 13.4 } }),
   })).json();
-  const site = await (await fetch(`http://127.0.0.1:${port}/v1/sites`, {
-    method: 'POST', headers, body: JSON.stringify({ name: 'Ingest', latitude: 52.1, longitude: 5.1, radiusMeters: 100 }),
-  })).json();
+  const batch = await ingestBatches(port, headers);
   let peakKb = 0;
   const poll = setInterval(() => {
     const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${server.pid}/status`, 'utf8'));
     if (m) peakKb = Math.max(peakKb, Number(m[1]));
   }, 100);
-  let reading = 0;
   let key = 0;
-  const batch = () => {
-    let body = '{"readings":[';
-    for (let i = 0; i < 500; i++) {
-      const k = reading++;
-      body += `${i ? ',' : ''}{"provider":"bench","sensorExternalId":"s${k % 1000}","siteId":"${site.id}","metric":"temperature_c","value":${(k % 400) / 10},"unit":"C","occurredAt":"${new Date(1.7e12 + Math.floor(k / 1000) * 1000).toISOString()}"}`;
-    }
-    return `${body}]}`;
-  };
   const phases = {
     write: (seconds) => postLogs({ port, secret: server.secret, keyed: true, seconds }),
     read: (seconds) => autocannon({ url: `http://127.0.0.1:${port}/v1/checkins/${checkin.id}`, connections: 32, duration: seconds, headers }),
@@ -59,7 +49,8 @@ async function prepare(label, nodeOptions, port) {
 
 (async () => {
   const port = 39900 + Math.floor(Math.random() * 50) * 2;
-  const servers = [await prepare('npm start', NODE_OPTIONS, port), await prepare(`npm start + ${FLAG}`, [...NODE_OPTIONS, FLAG], port + 1)];
+  const without = NODE_OPTIONS.filter((option) => !option.startsWith('--heap-growing-percent'));
+  const servers = [await prepare('V8 picks the factor', without, port), await prepare(FLAG, [...without, FLAG], port + 1)];
   for (const s of servers) for (const run of Object.values(s.phases)) await run(2); // warm-up
   const results = {};
   for (let round = 0; round < 3; round++) {

@@ -10,24 +10,13 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const autocannon = require('autocannon');
-const { startServer, NODE_OPTIONS } = require('./server.cjs');
+const { startServer, NODE_OPTIONS, ingestBatches } = require('./server.cjs');
 const WITHOUT_GROUP_COMMIT = path.join(__dirname, '..', 'lib', 'withoutGroupCommit.cjs');
 
 async function measure(label, nodeOptions, port) {
   const { pid, secret, stop } = await startServer(nodeOptions, port);
   const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
-  const site = await (await fetch(`http://127.0.0.1:${port}/v1/sites`, {
-    method: 'POST', headers, body: JSON.stringify({ name: 'Ingest', latitude: 52.1, longitude: 5.1, radiusMeters: 100 }),
-  })).json();
-  let n = 0;
-  const batch = () => {
-    let body = '{"readings":[';
-    for (let i = 0; i < 500; i++) {
-      const k = n++;
-      body += `${i ? ',' : ''}{"provider":"bench","sensorExternalId":"s${k % 1000}","siteId":"${site.id}","metric":"temperature_c","value":${(k % 400) / 10},"unit":"C","occurredAt":"${new Date(1.7e12 + Math.floor(k / 1000) * 1000).toISOString()}"}`;
-    }
-    return `${body}]}`;
-  };
+  const batch = await ingestBatches(port, headers);
   let rssKb = 0;
   let heapBytes = 0;
   let externalBytes = 0;

@@ -88,4 +88,23 @@ function postLogs({ port, secret, keyed, seconds }) {
   });
 }
 
-module.exports = { startServer, spawnApi, NODE_OPTIONS, TICK_MS, cpuMs, postLogs };
+/**
+ * The bench's ingest load against one server: creates a site, then answers request bodies of 500
+ * new readings each (1 000 sensors of that site, one reading per sensor per second), numbered on.
+ */
+async function ingestBatches(port, headers) {
+  const site = await (await fetch(`http://127.0.0.1:${port}/v1/sites`, {
+    method: 'POST', headers, body: JSON.stringify({ name: 'Ingest', latitude: 52.1, longitude: 5.1, radiusMeters: 100 }),
+  })).json();
+  let n = 0;
+  return () => {
+    let body = '{"readings":[';
+    for (let i = 0; i < 500; i++) {
+      const k = n++;
+      body += `${i ? ',' : ''}{"provider":"bench","sensorExternalId":"s${k % 1000}","siteId":"${site.id}","metric":"temperature_c","value":${(k % 400) / 10},"unit":"C","occurredAt":"${new Date(1.7e12 + Math.floor(k / 1000) * 1000).toISOString()}"}`;
+    }
+    return `${body}]}`;
+  };
+}
+
+module.exports = { startServer, spawnApi, NODE_OPTIONS, TICK_MS, cpuMs, postLogs, ingestBatches };

@@ -1,6 +1,7 @@
 // Peak resident memory and throughput of the server under 32 concurrent keyed POST /v1/logs for
-// 12 s, started as `npm start` starts it (`node --max-semi-space-size=4`) and without the option
-// (V8's default), each twice, alternating, on fresh SQLite files, rate limits off.
+// 12 s, started with `node --max-semi-space-size=4` (npm start's young-generation option; its label
+// says "npm start", from when that was npm start's only option) and without it (V8's default),
+// each twice, alternating, on fresh SQLite files, rate limits off.
 // Usage: npm run build && node bench/micro/semiSpace.cjs
 'use strict';
 const fs = require('node:fs');

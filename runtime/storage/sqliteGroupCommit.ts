@@ -49,6 +49,15 @@ export interface ConnectionPool {
   releaseConnection(conn: unknown): Promise<void>;
 }
 
+/**
+ * Marks a connection that may still hold a transaction (its ROLLBACK failed) so that Knex's pool
+ * discards it when it is given back instead of handing it out again (other statements would join
+ * that transaction): the pool's own mark for a broken connection (its `connectionIsDisposed`).
+ */
+export function discardFromPool(conn: object, cause: unknown): void {
+  (conn as { __knex__disposed?: unknown }).__knex__disposed = cause;
+}
+
 /** At most this many write transactions commit together (bounds how long a member waits). */
 export const MAX_BATCH = 16;
 
@@ -196,15 +205,11 @@ function endBatch(batch: Batch, err: unknown): void {
   for (const member of batch.waiting.splice(0)) member.reject(err ?? new Error('The group commit was rolled back.'));
 }
 
-/**
- * Rolls back whatever transaction the connection has open. A connection whose ROLLBACK failed
- * may still hold it: the pool must not hand it out again (other statements would join it), so it
- * carries Knex's mark for a connection to discard (its `connectionIsDisposed`).
- */
+/** Rolls back whatever transaction the connection has open; when that fails, the pool discards it. */
 function discardIfInTransaction(conn: SqliteConnection, cause: unknown): void {
   try {
     if (conn.inTransaction) conn.prepare('ROLLBACK').run();
   } catch (err) {
-    (conn as { __knex__disposed?: unknown }).__knex__disposed = err ?? cause;
+    discardFromPool(conn, err ?? cause);
   }
 }

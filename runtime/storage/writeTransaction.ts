@@ -1,6 +1,6 @@
 import knex, { Knex } from 'knex';
 import { dialectOf } from './databaseErrors';
-import { enterBatch, leaveBatch, type ConnectionPool, type SqliteConnection } from './sqliteGroupCommit';
+import { discardFromPool, enterBatch, leaveBatch, type ConnectionPool, type SqliteConnection } from './sqliteGroupCommit';
 
 /**
  * The server's write transactions, on both databases.
@@ -146,10 +146,8 @@ class DriverTransaction implements WriteTransaction {
     try {
       await this.run('ROLLBACK');
     } catch (err) {
-      // A connection whose ROLLBACK failed may still hold the transaction: the pool must not
-      // hand it out again (other statements would join it). Knex's pool discards a connection
-      // that carries this mark (its `connectionIsDisposed`), as it does a broken Postgres one.
-      (this.conn as { __knex__disposed?: unknown }).__knex__disposed = err;
+      // a connection whose ROLLBACK failed may still hold the transaction
+      discardFromPool(this.conn, err);
     }
     await this.pool.releaseConnection(this.conn);
   }

@@ -1,3 +1,4 @@
+import dns from 'node:dns';
 import { Webhook } from 'standardwebhooks';
 import { describeEachDatabase, anError, anId, aTimestamp, TestContext } from './support/testApp';
 import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
@@ -234,6 +235,48 @@ describeEachDatabase('webhook targets (WEBHOOK_ALLOW_PRIVATE_TARGETS off)', (t: 
     }
     // a public address is accepted
     await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: 'https://93.184.215.14/hook', triggerKey: 'checkin.created' }).expect(201);
+  });
+
+  it('resolves the target before the write transaction begins: other writes are answered while the lookup waits', async () => {
+    // A resolver that answers for one host only when told to (a slow DNS server), for the whole
+    // request; every other name resolves as usual.
+    const SLOW = 'slow-dns.example';
+    let answer!: (addresses: dns.LookupAddress[]) => void;
+    const slowAnswer = new Promise<dns.LookupAddress[]>((resolve) => { answer = resolve; });
+    const resolve = dns.promises.lookup.bind(dns.promises);
+    const asked: string[] = [];
+    const lookup = jest.spyOn(dns.promises, 'lookup').mockImplementation(((host: string, options: dns.LookupAllOptions) => {
+      asked.push(host);
+      return host === SLOW ? slowAnswer : resolve(host, options);
+    }) as typeof dns.promises.lookup);
+    try {
+      const body = { targetUrl: `https://${SLOW}/hook`, triggerKey: 'log.created' };
+      const send = (key?: string) => {
+        const req = t.http.post(HOOKS).set('Authorization', t.auth);
+        return (key ? req.set('Idempotency-Key', key) : req).send(body).then((res) => res);
+      };
+      const unkeyed = send();
+      const keyed = send('slow-target-1');
+      for (let i = 0; i < 200 && asked.filter((h) => h === SLOW).length < 2; i++) await sleep(10);
+      expect(asked.filter((h) => h === SLOW)).toHaveLength(2);
+      // both subscriptions wait for their lookup; a write meanwhile is answered (on SQLite a lookup
+      // inside the transaction would hold the process's write batch, and this write with it)
+      const log = await t.http.post('/v1/logs').set('Authorization', t.auth).timeout(5_000)
+        .send({ entityType: 'checkin', entityId: 'chk_during_lookup', entryType: 'comment', message: 'written while a lookup waits' });
+      expect(log.status).toBe(201);
+      answer([{ address: '93.184.215.14', family: 4 }]);
+      const [first, second] = [await unkeyed, await keyed];
+      expect([first.status, second.status].sort()).toEqual([200, 201]); // the same target and trigger: one subscription
+      expect(second.body.id).toBe(first.body.id);
+      // a replay answers the stored response without resolving again
+      const replay = await send('slow-target-1');
+      expect(replay.status).toBe(second.status);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(asked.filter((h) => h === SLOW)).toHaveLength(2);
+    } finally {
+      answer([{ address: '93.184.215.14', family: 4 }]); // never leave a request waiting on it
+      lookup.mockRestore();
+    }
   });
 
   it('checks again at connection time: a target that became private is never called', async () => {

@@ -50,15 +50,29 @@ async function subscriptionRow(db: Knex, orgId: string, partner: string, id: str
   return row;
 }
 
+/** A subscription request whose target passed the address check (checkSubscriptionTarget). */
+export type CheckedSubscriptionCreate = SubscriptionCreate & { readonly [targetChecked]: true };
+declare const targetChecked: unique symbol;
+
+/**
+ * The target rules of a new subscription (domain/webhookTargets.ts), which resolve the target's
+ * host: run it before the write's transaction begins, never inside it (a transaction held open
+ * across a DNS lookup holds, on SQLite, every other write of the process; http/handler.ts,
+ * `prepare`). createSubscription takes only a request that went through it.
+ */
+export async function checkSubscriptionTarget(partner: string, input: SubscriptionCreate, rules: WebhookRules): Promise<CheckedSubscriptionCreate> {
+  knownPartner(partner);
+  await checkTarget(input.targetUrl, rules.allowPrivateTargets);
+  return input as CheckedSubscriptionCreate;
+}
+
 export async function createSubscription(
   db: Knex,
   orgId: string,
   partner: string,
-  input: SubscriptionCreate,
-  rules: WebhookRules,
+  input: CheckedSubscriptionCreate,
 ): Promise<{ created: true; subscription: SubscriptionWithSecret } | { created: false; subscription: WebhookSubscription }> {
   knownPartner(partner);
-  await checkTarget(input.targetUrl, rules.allowPrivateTargets);
   const types = input.triggerKey !== undefined ? [input.triggerKey] : (input.eventTypes ?? []);
   const now = nowIso();
   const secret = newSigningSecret();

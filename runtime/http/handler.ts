@@ -48,14 +48,43 @@ export interface HandlerInput<Id extends OperationId> {
   config: Config;
 }
 
-export type Handler<Id extends OperationId> = (input: HandlerInput<Id>) => Promise<OperationReply<Op<Id>>>;
+/** What a write's `prepare` step gets: the request without a database. */
+export type PrepareInput<Id extends OperationId> = Omit<HandlerInput<Id>, 'db'>;
+
+export type Handler<Id extends OperationId, P = undefined> = (input: HandlerInput<Id> & { prepared: P }) => Promise<OperationReply<Op<Id>>>;
+
+export interface HandlerOptions<Id extends OperationId, P> {
+  /**
+   * Writes only: work that waits on the network (a DNS lookup) and must therefore run before
+   * the write's transaction begins, never inside it — a transaction held open across a lookup
+   * holds, on SQLite, the process's shared write batch and the database's write lock, so every
+   * other write would wait for the lookup. It runs after the Idempotency-Key's claim (a replay
+   * never runs it) and its refusal (an ApiError) is answered, and stored under the key, exactly
+   * like the handler's own; the handler gets what it answers as `prepared`.
+   */
+  prepare: (input: PrepareInput<Id>) => Promise<P>;
+}
 
 /** A handler as the runtime sees it, with the types erased. */
-export type AnyHandler = (input: HandlerInput<any>) => Promise<Reply>;
+export type AnyHandler = ((input: HandlerInput<any> & { prepared: unknown }) => Promise<Reply>) & {
+  prepare?: (input: PrepareInput<any>) => Promise<unknown>;
+};
 
-/** Declares the handler of one operation: `export default defineHandler('createSite', async ({ body }) => …)`. */
-export function defineHandler<Id extends OperationId>(_operationId: Id, handler: Handler<Id>): Handler<Id> {
-  return handler;
+/**
+ * Declares the handler of one operation: `export default defineHandler('createSite', async ({ body }) => …)`;
+ * `defineHandler(id, { prepare }, handler)` for a write that needs a step outside its
+ * transaction (HandlerOptions; the options come first so that the type of `prepared` is known
+ * when the handler is typed).
+ */
+export function defineHandler<Id extends OperationId>(operationId: Id, handler: Handler<Id>): Handler<Id>;
+export function defineHandler<Id extends OperationId, P>(operationId: Id, options: HandlerOptions<Id, P>, handler: Handler<Id, NoInfer<P>>): Handler<Id, P>;
+export function defineHandler<Id extends OperationId, P>(
+  _operationId: Id,
+  ...args: [handler: Handler<Id, P>] | [options: HandlerOptions<Id, P>, handler: Handler<Id, P>]
+): Handler<Id, P> {
+  if (args.length === 1) return args[0];
+  const [options, handler] = args;
+  return Object.assign(handler, { prepare: options.prepare });
 }
 
 /**

@@ -26,8 +26,8 @@ const WRITE_METHODS = new Set(['post', 'patch', 'put', 'delete']);
 /**
  * Everything between "openapi-backend matched the operation and authenticated the key"
  * (see app.ts) and the response, in this order: scope (403) → Idempotency-Key syntax → body (415/413/INVALID_JSON)
- * → contract validation (400) → idempotency claim (replay/409) → handler, in one transaction
- * with the stored response for writes.
+ * → contract validation (400) → idempotency claim (replay/409) → the handler's `prepare`, if it
+ * has one → handler, in one transaction with the stored response for writes.
  */
 export async function runOperation(
   deps: PipelineDeps,
@@ -61,9 +61,12 @@ export async function runOperation(
   const input = { operationId, path, query, body, principal, requestId: context.requestId, log: context.log, config: deps.config } as const;
   const handler = handlers[operationId];
 
-  if (!isWrite) return send(res, await handler({ ...input, db: deps.db }));
+  if (!isWrite) return send(res, await handler({ ...input, db: deps.db, prepared: undefined }));
   const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.keyId, key: idempotencyKey, fingerprint: requestFingerprint };
-  const { reply, replayed } = await runWrite(deps.db, deps.idempotency, keyed, context.requestId, (trx) => handler({ ...input, db: trx }));
+  // a handler's `prepare` (http/handler.ts) runs outside the transaction, before it begins
+  let prepared: unknown;
+  const prepare = handler.prepare && (async () => { prepared = await handler.prepare!(input); });
+  const { reply, replayed } = await runWrite(deps.db, deps.idempotency, keyed, context.requestId, (trx) => handler({ ...input, db: trx, prepared }), prepare);
   if (replayed) res.set('Idempotent-Replayed', 'true');
   send(res, reply);
 }

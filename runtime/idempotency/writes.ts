@@ -25,6 +25,11 @@ export interface KeyedRequest {
  * Without a key: one transaction. With a key: claim it, replay a stored answer
  * (`replayed: true`), or run the operation with its answer stored in the same transaction,
  * under the store-or-release policy below.
+ *
+ * `prepare`, when given, runs first and outside the operation's transaction (after the claim,
+ * so a replay skips it; its error is treated as the operation's own). On Postgres a claimed key's
+ * transaction is already open then (it holds the key's lock from the claim to the commit), but
+ * it holds no lock of the organization yet; on SQLite nothing is open.
  */
 export async function runWrite(
   db: Knex,
@@ -32,17 +37,22 @@ export async function runWrite(
   keyed: KeyedRequest | undefined,
   requestId: string,
   work: (trx: Knex) => Promise<Reply>,
+  prepare?: () => Promise<void>,
 ): Promise<{ reply: Reply; replayed: boolean }> {
-  if (keyed === undefined) return { reply: await inWriteTransaction(db, work), replayed: false };
+  if (keyed === undefined) {
+    await prepare?.();
+    return { reply: await inWriteTransaction(db, work), replayed: false };
+  }
   const claim = await claimIdempotencyKey(db, settings, keyed.apiKeyId, keyed.key, keyed.fingerprint);
   if (claim.kind === 'replay') return { reply: claim.response, replayed: true };
-  const reply = await runClaimed(db, claim, requestId, () =>
-    runClaimedOperation(db, claim, async (trx) => {
+  const reply = await runClaimed(db, claim, requestId, async () => {
+    await prepare?.();
+    return runClaimedOperation(db, claim, async (trx) => {
       const answer = await work(trx);
       await storeIdempotentResponse(trx, claim, { status: answer.status, headers: answer.headers ?? {}, body: answer.body });
       return answer;
-    }),
-  );
+    });
+  });
   return { reply, replayed: false };
 }
 

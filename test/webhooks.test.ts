@@ -89,11 +89,12 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(receiver.received.filter((r) => r.path === '/elsewhere')).toEqual([]);
   });
 
-  it('waits at least the Retry-After of a 503', async () => {
-    const { auth, subscription } = await setup('/busy', 'checkin.created');
-    receiver.answer((req, i) => (req.path === '/busy' && i === 0 ? { status: 503, headers: { 'retry-after': '2' } } : { status: 200, body: 'ok' }));
+  it.each([503, 429])('waits at least the Retry-After of a %i', async (status) => {
+    const path = `/busy-${status}`;
+    const { auth, subscription } = await setup(path, 'checkin.created');
+    receiver.answer((req, i) => (req.path === path && i === 0 ? { status, headers: { 'retry-after': '2' } } : { status: 200, body: 'ok' }));
     await checkin(auth);
-    const [first, second] = await receiver.waitFor(2, { path: '/busy' });
+    const [first, second] = await receiver.waitFor(2, { path });
     // the schedule alone would retry after about 1 s
     expect(second.at - first.at).toBeGreaterThanOrEqual(1900);
     await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
@@ -138,6 +139,22 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(res.body).toMatchObject({ status: 'disabled', disabledReason: 'failing' });
   });
 
+  it('keeps a subscription active when one delivery fails its whole schedule while another succeeded; lists the failing one as failed with its next attempt meanwhile', async () => {
+    const { auth, subscription } = await setup('/mixed', 'checkin.created');
+    receiver.answer((req) => (req.path === '/mixed' && JSON.parse(req.body).data.userId === 'auth0|refused' ? { status: 500, body: 'no' } : { status: 200, body: 'ok' }));
+    const refused = await checkin(auth, 'auth0|refused');
+    await checkin(auth, 'auth0|accepted');
+    const eventOf = async (resourceId: string) =>
+      (await t.http.get('/v1/events').query({ resourceId }).set('Authorization', auth).expect(200)).body.data[0].id as string;
+    const refusedEvent = await eventOf(refused.id);
+    const waiting = await deliveriesWhen(auth, subscription.id, (l) => l.some((d) => d.eventId === refusedEvent && d.status === 'failed'));
+    expect(waiting.find((d: any) => d.eventId === refusedEvent)).toMatchObject({ status: 'failed', lastResponseStatus: 500, nextAttemptAt: aTimestamp() });
+    const done = await deliveriesWhen(auth, subscription.id, (l) => l.some((d) => d.eventId === refusedEvent && d.status === 'abandoned'));
+    expect(done.map((d: any) => d.status).sort()).toEqual(['abandoned', 'succeeded']);
+    const res = await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200);
+    expect(res.body).toMatchObject({ status: 'active', disabledReason: null });
+  });
+
   it('holds the deliveries of a paused subscription and sends the backlog on resume', async () => {
     const { auth, subscription } = await setup('/paused', 'checkin.created');
     await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
@@ -175,7 +192,7 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(backwards.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/to', message: 'must be after from' }] }));
   });
 
-  it('signs with both secrets for a while after a rotation', async () => {
+  it('signs with both secrets for 24 hours after a rotation, then with the new one only', async () => {
     const { auth, subscription } = await setup('/rotate', 'checkin.created');
     const rotated = await t.http.post(`${HOOKS}/${subscription.id}/rotate-secret`).set('Authorization', auth).expect(200);
     expect(rotated.body).toMatchObject({ id: subscription.id, secret: expect.stringMatching(/^whsec_/) });
@@ -185,6 +202,17 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(request.headers['webhook-signature'].split(' ')).toHaveLength(2);
     expect(new Webhook(rotated.body.secret).verify(request.body, request.headers)).toMatchObject({ type: 'checkin.created' });
     expect(new Webhook(subscription.secret).verify(request.body, request.headers)).toMatchObject({ type: 'checkin.created' });
+
+    // the old secret signs for 24 hours, then no more
+    const row = await t.db.knex('webhook_subscriptions').where({ id: subscription.id }).first();
+    expect(Date.parse(row.previous_secret_expires_at) - Date.now()).toBeGreaterThan(24 * 3_600_000 - 60_000);
+    expect(Date.parse(row.previous_secret_expires_at) - Date.now()).toBeLessThanOrEqual(24 * 3_600_000);
+    await t.db.knex('webhook_subscriptions').where({ id: subscription.id }).update({ previous_secret_expires_at: new Date(Date.now() - 1000).toISOString() });
+    await checkin(auth, 'auth0|after-expiry');
+    const [, later] = await receiver.waitFor(2, { path: '/rotate' });
+    expect(later.headers['webhook-signature'].split(' ')).toHaveLength(1);
+    expect(new Webhook(rotated.body.secret).verify(later.body, later.headers)).toMatchObject({ data: { userId: 'auth0|after-expiry' } });
+    expect(() => new Webhook(subscription.secret).verify(later.body, later.headers)).toThrow();
   });
 
   it('deletes a subscription (204, then 404; the same Idempotency-Key replays the 204)', async () => {

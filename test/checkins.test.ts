@@ -254,6 +254,31 @@ describeEachDatabase('checkins', (t) => {
       expect(await storedCheckin(t, created.id)).toEqual(before);
     });
 
+    it('two concurrent transitions cannot both win: a re-sent active racing a check-out never moves it back', async () => {
+      // On Postgres the two run at once on two connections, and only the status write's
+      // compare-and-set keeps the re-send from undoing the check-out (without it this fails);
+      // SQLite runs one write transaction of a process at a time.
+      const site = await newSite();
+      const pairs = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
+        const checkin = (await post('/v1/checkins', { userId: `auth0|race-${i}`, siteId: site.id, status: 'active', coordinates: nearby }).expect(201)).body;
+        // sent together: the check-out, and a re-send of `active` with a new address
+        const [out, resend] = await Promise.all([
+          patch(`/v1/checkins/${checkin.id}`, { status: 'checked_out' }),
+          patch(`/v1/checkins/${checkin.id}`, { status: 'active', checkInAddress: `Gate ${i}` }),
+        ]);
+        return { id: checkin.id, out, resend };
+      }));
+      for (const { id, out, resend } of pairs) {
+        expect(out.status).toBe(200);
+        expect(out.body.status).toBe('checked_out');
+        // the re-send either ran first (and the check-out kept its address) or lost and changed nothing
+        if (resend.status === 200) expect(resend.body.status).toBe('active');
+        else expect(resend.body).toEqual(anError('INVALID_TRANSITION'));
+        expect((await storedCheckin(t, id)).status).toBe('checked_out');
+        expect((await t.http.get(`/v1/checkins/${id}`).set('Authorization', t.auth).expect(200)).body.status).toBe('checked_out');
+      }
+    });
+
     it('replays a stored INVALID_TRANSITION for the same Idempotency-Key', async () => {
       const created = (await post('/v1/checkins', { userId: 'nina', siteId: 'site_any' }).expect(201)).body;
       const first = await patch(`/v1/checkins/${created.id}`, { status: 'checked_out' }).set('Idempotency-Key', 'skip-1').expect(409);

@@ -2743,7 +2743,7 @@ export interface components {
         /** @description `true` when the answer is the stored answer of an earlier request with the same Idempotency-Key. */
         IdempotentReplayed: "true";
         /**
-         * @description The quota policies that apply to this request (draft-ietf-httpapi-ratelimit-headers-10, a Structured Field List): each item is the policy's name with `q` (quota) and `w` (window, seconds), e.g. `"per-key";q=600;w=60, "ingest";q=60;w=60`. On a failed authentication: `"auth-failures";q=30;w=60`.
+         * @description The quota policies that apply to this request (draft-ietf-httpapi-ratelimit-headers-10, a Structured Field List): each item is the policy's name with `q` (quota) and `w` (window, seconds), e.g. `"per-key";q=600;w=60, "ingest";q=60;w=60`. On a failed authentication: `"auth-failures";q=30;w=60`. Sent on every answer under /v1, unless the server's operator turned rate limiting off (`RATE_LIMIT_STORE=off`, meant for benchmarks and local tools): then neither this field nor `RateLimit`.
          * @example "per-key";q=600;w=60
          */
         RateLimitPolicy: string;

@@ -150,6 +150,20 @@ describeEachDatabase('public routes', (t) => {
   it('GET /healthz answers while the process lives; GET /readyz checks the database and its migrations', async () => {
     expect((await t.http.get('/healthz').expect(200)).body).toEqual({ status: 'ok' });
     expect((await t.http.get('/readyz').expect(200)).body).toEqual({ status: 'ok', database: 'ok', migrations: 'current' });
+
+    // a database without the newest migration this code expects is not ready: 503, naming it
+    const newest = await t.db.knex('knex_migrations').orderBy('id', 'desc').first();
+    await t.db.knex('knex_migrations').where({ id: newest.id }).delete();
+    try {
+      const res = await t.http.get('/readyz').expect(503);
+      expect(res.body).toEqual(anError('SERVICE_UNAVAILABLE'));
+      expect(res.body.error).toContain(newest.name.replace(/\.(ts|js)$/, ''));
+      expect(res.headers['retry-after']).toBe('5');
+      expect((await t.http.get('/healthz').expect(200)).body).toEqual({ status: 'ok' }); // alive all the same
+    } finally {
+      await t.db.knex('knex_migrations').insert(newest);
+    }
+    await t.http.get('/readyz').expect(200);
   });
 
   it('serves both contract documents without a key', async () => {

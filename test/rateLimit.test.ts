@@ -4,6 +4,7 @@ import { loadConfig } from '../runtime/config';
 import { createApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
 import { testDatabases, TestDatabase } from './support/databases';
 import { testClient, TestClient, anError } from './support/testApp';
+import { takeContractViolations } from './support/contractCheck';
 
 /**
  * Rate limits with small budgets, once per store: memory (always), Postgres (TEST_DATABASE_URL)
@@ -214,3 +215,36 @@ for (const { store, database, env } of stores) {
     }
   });
 }
+
+describe('RATE_LIMIT_STORE=off', () => {
+  let db: TestDatabase;
+  let created: App;
+  beforeAll(async () => {
+    db = await sqlite.create();
+    created = createApp(loadConfig({ ...LIMITS, RATE_LIMIT_STORE: 'off' }), { db: db.knex, purgeIntervalMs: 0 });
+    await created.ready();
+  });
+  afterAll(async () => {
+    await created?.close();
+    await db?.destroy();
+  });
+
+  it('counts nothing: no RateLimit fields and no 429, past every budget', async () => {
+    const client = testClient(created.app);
+    const auth = `Bearer ${(await createApiKey(db.knex, { scopes: ALL_SCOPES })).secret}`;
+    for (let i = 0; i < 8; i++) { // the per-key budget of LIMITS is 5
+      const res = await client.get('/v1/sites').set('Authorization', auth).expect(200);
+      expect(res.headers['ratelimit-policy']).toBeUndefined();
+      expect(res.headers.ratelimit).toBeUndefined();
+    }
+    for (let i = 0; i < 5; i++) { // and the failed-authentication budget is 3
+      const res = await client.get('/v1/sites').set('Authorization', 'Bearer fop_wrong').expect(401);
+      expect(res.headers['ratelimit-policy']).toBeUndefined();
+    }
+    // the contract check holds every answer to sending both fields; the contract's RateLimitPolicy
+    // header says they are absent in this mode, and nothing else about these answers differs
+    const problems = takeContractViolations();
+    expect(problems.length).toBe(2 * 13);
+    for (const problem of problems) expect(problem).toMatch(/^GET \/v1\/sites → (200|401): declared header (RateLimit-Policy|RateLimit) is missing$/);
+  });
+});

@@ -294,16 +294,23 @@ describeEachDatabase('idempotency', (t) => {
       expect(await purgeExpiredIdempotencyKeys(t.db.knex)).toBe(0);
     });
 
-    it('the app purges in the background, on its timer', async () => {
+    it('the app purges in the background, on its timer: expired keys, and events past their retention', async () => {
       const keyId = await keyIdOf(t, await t.newKey());
       await t.db.knex('idempotency_keys').insert({
         api_key_id: keyId, idempotency_key: 'timer', fingerprint: 'f'.repeat(64), state: 'completed', response_status: 204, created_at: past(), expires_at: past(),
       });
+      // events: one older than the retention (EVENTS_RETENTION_DAYS, 30 by default), one within it
+      const { org_id: orgId } = await t.db.knex('api_keys').where({ id: keyId }).first();
+      const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+      const event = (id: string, occurredAt: string) => ({ id, org_id: orgId, type: 'site.created', resource_id: null, data: '{}', changed_fields: null, occurred_at: occurredAt });
+      await t.db.knex('events').insert([event('evt_timerexpired000000000000', daysAgo(31)), event('evt_timerkept000000000000000', daysAgo(29))]);
+      const eventIds = async () => (await t.db.knex('events').whereIn('id', ['evt_timerexpired000000000000', 'evt_timerkept000000000000000']).pluck('id')).sort();
       const app = createApp(t.config, { db: t.db.knex, purgeIntervalMs: 20 });
       try {
         const deadline = Date.now() + 3000;
-        while ((await keyRow(t, 'timer')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        while (((await keyRow(t, 'timer')) || (await eventIds()).length > 1) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
         expect(await keyRow(t, 'timer')).toBeUndefined();
+        expect(await eventIds()).toEqual(['evt_timerkept000000000000000']);
       } finally {
         app.close();
       }

@@ -168,6 +168,17 @@ describeEachDatabase('which writes record no event, or another type', (t) => {
     expect((await client.eventsAfter(cursor)).events.map((e) => [e.type, e.changedFields])).toEqual([['site.updated', ['geofenceRadiusMeters']]]);
   });
 
+  it('a template update always makes a new version, so it always records template.updated', async () => {
+    const client = clientOf(t, await t.newKey({ organization: 'events-template' }));
+    const template = { name: 'Monthly walk', items: [{ id: 'fence', label: 'Fence intact', type: 'yes_no' }] };
+    const id = await client.create('/v1/templates', template);
+    const { cursor } = await client.eventsAfter();
+    await client.create(`/v1/templates/${id}`, { name: 'Monthly walk' }, 'patch'); // the same name again
+    const { events } = await client.eventsAfter(cursor);
+    expect(events.map((e) => [e.type, e.changedFields])).toEqual([['template.updated', ['version']]]);
+    expect(events[0].data).toMatchObject({ id, name: 'Monthly walk', version: 2 });
+  });
+
   it('issues: resolved and closed have their own types, reopening is an update', async () => {
     const client = clientOf(t, await t.newKey({ organization: 'events-issues' }));
     const id = await client.create('/v1/issues', { title: 'Leak' });

@@ -192,6 +192,27 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(backwards.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/to', message: 'must be after from' }] }));
   });
 
+  it('refuses a replay window of more than 10000 events (400, naming the cap) and queues nothing', async () => {
+    const { auth, subscription } = await setup('/cap', 'site.created');
+    const { id: orgId } = await t.db.knex('organizations').where({ name: 'org-cap' }).first();
+    const now = Date.now();
+    const rows = Array.from({ length: 10_001 }, (_, i) => ({
+      id: `evt_cap${String(i).padStart(21, '0')}`, org_id: orgId, type: 'site.created', resource_id: null, data: '{}', changed_fields: null,
+      occurred_at: new Date(now - 60_000 + i).toISOString(),
+    }));
+    for (let i = 0; i < rows.length; i += 500) await t.db.knex('events').insert(rows.slice(i, i + 500));
+    const window = { from: new Date(now - 120_000).toISOString(), to: new Date(now + 1000).toISOString() };
+    const res = await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth).send(window).expect(400);
+    expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/to', message: 'window holds more than 10000 events' }] }));
+    expect(await deliveries(auth, subscription.id)).toEqual([]);
+    // one event fewer in the window: all of them are queued (paused first: they wait, rather
+    // than go to the receiver the other tests share)
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
+    await t.db.knex('events').where({ id: rows[0].id }).delete();
+    expect((await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth).send(window).expect(202)).body).toEqual({ replayed: 10_000 });
+    expect(Number((await t.db.knex('webhook_deliveries').where({ subscription_id: subscription.id }).count({ n: '*' }))[0].n)).toBe(10_000);
+  }, 60_000);
+
   it('signs with both secrets for 24 hours after a rotation, then with the new one only', async () => {
     const { auth, subscription } = await setup('/rotate', 'checkin.created');
     const rotated = await t.http.post(`${HOOKS}/${subscription.id}/rotate-secret`).set('Authorization', auth).expect(200);

@@ -2,6 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import { describeEachDatabase } from './support/testApp';
 import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
 import { startWorkerProcess, WorkerProcess } from './support/workerProcess';
+import { startServerProcess } from './support/serverProcess';
 
 // The delivery engine as real processes (`npm run worker`) on one database: the queue lives in
 // the database only, so a killed worker's claim is taken over after its lease, and two workers
@@ -50,6 +51,32 @@ describeEachDatabase('webhook workers as processes', (t) => {
       delivery = (await t.http.get(`${HOOKS}/${sub.id}/deliveries`).set('Authorization', auth).expect(200)).body.data[0];
     } while (delivery.status !== 'succeeded' && Date.now() < deadline && (await new Promise((r) => setTimeout(r, 100)), true));
     expect(delivery).toMatchObject({ status: 'succeeded', attempts: 1, lastResponseStatus: 200 });
+  }, 60_000);
+
+  it('a server process (runtime/main.ts, what npm start runs) delivers by itself; with WEBHOOK_WORKER=off it sends nothing', async () => {
+    receiver.answer(() => ({ status: 200, body: 'ok' }));
+    const auth = await t.newKey({ organization: 'in-server' });
+    const sub = (await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/in-server`, triggerKey: 'checkin.created' }).expect(201)).body;
+    const checkinThrough = async (baseUrl: string) => {
+      const res = await fetch(`${baseUrl}/v1/checkins`, { method: 'POST', headers: { Authorization: auth, 'Content-Type': 'application/json' }, body: JSON.stringify({ userId: 'auth0|in-server', siteId: 's' }) });
+      expect(res.status).toBe(201);
+    };
+    const quiet = await startServerProcess({ databaseUrl: t.db.url, env: { ...ENV, WEBHOOK_WORKER: 'off' } });
+    try {
+      await checkinThrough(quiet.baseUrl);
+      await new Promise((r) => setTimeout(r, 1500)); // an engine polls far more often
+      expect(receiver.received.filter((r) => r.path === '/in-server')).toEqual([]);
+    } finally {
+      await quiet.stop();
+    }
+    const serving = await startServerProcess({ databaseUrl: t.db.url, env: ENV });
+    try {
+      await checkinThrough(serving.baseUrl);
+      const got = await receiver.waitFor(2, { path: '/in-server', timeoutMs: 10_000 }); // the waiting one, and the new one
+      for (const r of got) expect(new Webhook(sub.secret).verify(r.body, r.headers)).toMatchObject({ type: 'checkin.created' });
+    } finally {
+      await serving.stop();
+    }
   }, 60_000);
 
   // Postgres claims with FOR UPDATE SKIP LOCKED, SQLite under its single writer: either way two

@@ -2,10 +2,12 @@ import openapi from '../generated/openapi.json';
 import openapiSdk from '../generated/openapi-sdk.json';
 import { describeEachDatabase, anError, anId, aTimestamp } from './support/testApp';
 import { EVENT_TYPES } from '../runtime/domain/eventTypes';
-import { changedFields, purgeExpiredEvents, recordEvent } from '../runtime/domain/events';
+import { changedFields, purgeExpiredEvents, readEventFeed, recordEvent } from '../runtime/domain/events';
 import { createCheckin } from '../runtime/domain/checkins';
-import { encodeFeedCursor, eventIdsInWindow, firstSeqAtOrAfter } from '../runtime/storage/repositories/eventsRepository';
+import { encodeFeedCursor, eventIdsInWindow, findEvent, firstSeqAtOrAfter } from '../runtime/storage/repositories/eventsRepository';
+import { committedReads } from '../runtime/storage/committedReads';
 import { newId } from '../runtime/ids';
+import { beginWriteTransaction, inWriteTransaction } from '../runtime/storage/writeTransaction';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -175,6 +177,37 @@ describeEachDatabase('the change feed', (t) => {
     const noScope = await t.newKey({ scopes: ['checkins:read'] });
     const res = await t.http.get('/v1/events').set('Authorization', noScope).expect(403);
     expect(res.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="events:read"');
+  });
+
+  it('reads committed events only: an event whose write is still open is neither in the feed nor found by id', async () => {
+    // On SQLite a write transaction of the process is open in its group commit, on the very
+    // connection the server writes with; its COMMIT could still fail, and a feed that showed the
+    // event would have handed out a cursor past it (storage/committedReads.ts). The reads go
+    // through the feed's own functions here: over HTTP the request's key lookup would wait for
+    // that one connection, as every statement of the process does while a transaction holds it.
+    await t.newKey({ organization: 'feed-open-write' });
+    const orgId = await orgIdOf('feed-open-write');
+    const within = <T>(promise: Promise<T>) => Promise.race([promise, sleep(3000).then(() => { throw new Error('the read waited for the open write'); })]);
+    const trx = await beginWriteTransaction(t.db.knex);
+    try {
+      const open = await recordEvent(trx.knex, orgId, { type: 'site.created', data: { id: 'site_stillopen', name: 'Open' } });
+      expect((await within(readEventFeed(t.db.knex, orgId, { limit: 50 }, 30))).data).toEqual([]);
+      expect(await within(findEvent(committedReads(t.db.knex), orgId, open.id))).toBeUndefined();
+    } finally {
+      await trx.rollback();
+    }
+    if (t.kind !== 'sqlite') return;
+
+    // SQLite: a write whose COMMIT fails after it left its group commit, read meanwhile. The
+    // foreign key is checked at COMMIT (deferred), and the event's organization does not exist.
+    const ghost = 'org_ghostofthefeed00000000';
+    const failing = inWriteTransaction(t.db.knex, async (trx) => {
+      await trx.raw('PRAGMA defer_foreign_keys = ON');
+      return recordEvent(trx, ghost, { type: 'site.created', data: { id: 'site_nevercommitted' } });
+    }).then(() => 'committed', (err: Error) => err.message);
+    const readMeanwhile = readEventFeed(t.db.knex, ghost, { limit: 50 }, 30);
+    expect(await failing).toMatch(/FOREIGN KEY constraint failed/);
+    expect((await readMeanwhile).data).toEqual([]);
   });
 
   describe('the event is part of the write', () => {

@@ -4,6 +4,7 @@ import { newId } from '../ids';
 import { nowIso } from '../time';
 import type { components } from '../../generated/types';
 import { inWriteTransaction } from '../storage/writeTransaction';
+import { committedReads } from '../storage/committedReads';
 import { ApiError, validationError } from '../errors';
 import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, listEvents } from '../storage/repositories/eventsRepository';
 import { deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
@@ -152,7 +153,8 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
   if (after && Date.parse(after.occurredAt) < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
     throw new ApiError('CURSOR_EXPIRED', `The cursor is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
   }
-  const page = await listEvents(db, orgId, { types, resourceId: request.resourceId }, request.limit, after);
+  // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
+  const page = await listEvents(committedReads(db), orgId, { types, resourceId: request.resourceId }, request.limit, after);
   if (page.nextCursor) return { data: page.data, nextCursor: page.nextCursor };
   const last = page.data[page.data.length - 1];
   const resumeAt = last ? { seq: last.sequence, occurredAt: last.occurredAt } : (after ?? { seq: 0, occurredAt: nowIso() });

@@ -36,13 +36,13 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     await db?.destroy();
   });
 
-  async function call(method: string, path: string, options: { body?: unknown; idempotencyKey?: string } = {}) {
+  async function call(method: string, path: string, options: { body?: unknown; idempotencyKey?: string; timeoutMs?: number } = {}) {
     const res = await fetch(`${server.baseUrl}${path}`, {
       method,
       headers: { Authorization: auth, 'Content-Type': 'application/json', ...(options.idempotencyKey ? { 'Idempotency-Key': options.idempotencyKey } : {}) },
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
       // the promise: an answer within 2 s, never a hang
-      signal: AbortSignal.timeout(2000),
+      signal: AbortSignal.timeout(options.timeoutMs ?? 2000),
     });
     const body: any = await res.json();
     const headers = Object.fromEntries(res.headers);
@@ -85,6 +85,25 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     const replayed = await call('POST', '/v1/sites', { body: { name: 'During the outage' }, idempotencyKey: 'outage-write' });
     expect(replayed).toMatchObject({ status: 201, body: retried.body, headers: { 'idempotent-replayed': 'true' } });
     expect(server.output()).not.toMatch(/"level":50/); // no 500 logged
+  });
+
+  it('a Postgres that accepts connections but never answers: 503 (not 500) within about 4 s, each new connection given up after 1 s, then recovery', async () => {
+    proxy.blackhole();
+    const startedAt = Date.now();
+    // each step that needs a new connection waits out its own attempt (README, "Postgres")
+    const read = await call('GET', '/v1/sites', { timeoutMs: 4500 });
+    expect(read).toMatchObject({ status: 503, body: { code: 'SERVICE_UNAVAILABLE' }, headers: { 'retry-after': '5' } });
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(900); // it did wait for the attempt
+    const write = await call('POST', '/v1/sites', { body: { name: 'Into the void' }, idempotencyKey: 'blackhole-write', timeoutMs: 4500 });
+    expect(write).toMatchObject({ status: 503, headers: { 'retry-after': '5' } });
+    await proxy.restore();
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 201; i++) {
+      status = (await call('POST', '/v1/sites', { body: { name: 'Into the void' }, idempotencyKey: 'blackhole-write' })).status;
+      if (status !== 201) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(status).toBe(201);
+    expect(server.output()).not.toMatch(/"level":50/);
   });
 
   it('a write cut off in the middle of its own transaction answers 503, committed nothing, and its retry with the same key runs once the database is back', async () => {
@@ -171,7 +190,20 @@ class CuttableProxy {
     for (const s of this.sockets) s.destroy();
   }
 
+  /** Drops every connection, then accepts new ones and never answers them (a host that hangs). */
+  blackhole(): void {
+    this.cut();
+    const server = net.createServer((client) => {
+      this.sockets.add(client);
+      client.on('close', () => this.sockets.delete(client));
+      client.on('error', () => undefined);
+    });
+    this.server = server;
+    server.listen(this.port, '127.0.0.1');
+  }
+
   restore(): Promise<void> {
+    this.cut();
     return this.listen();
   }
 

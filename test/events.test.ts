@@ -171,6 +171,16 @@ describeEachDatabase('the change feed', (t) => {
     expect(await firstSeqAtOrAfter(t.db.knex, at(0))).toBe(await seqOf(kept[0].id));
     expect(await firstSeqAtOrAfter(t.db.knex, new Date(Date.parse(at(119)) + 1).toISOString())).toBeUndefined();
     expect(await firstSeqAtOrAfter(t.db.knex, '2000-01-01T00:00:00.000Z')).toBe(Number((await t.db.knex('events').min({ s: 'seq' }).first())!.s));
+
+    // a server's clock stepped back by 8 minutes between two events (less than the 10 the search
+    // allows for): the event stamped earlier, recorded later, is still found in its window
+    const recorded: Record<string, string> = {};
+    for (const minute of [195, 187, 196]) {
+      recorded[minute] = newId('evt');
+      await t.db.knex('events').insert({ id: recorded[minute], org_id: orgId, type: 'site.created', resource_id: null, data: '{}', changed_fields: null, occurred_at: at(minute) });
+    }
+    expect((await eventIdsInWindow(t.db.knex, orgId, ['site.created'], at(187), at(188), 1000)).map((e) => e.id)).toEqual([recorded[187]]);
+    expect((await eventIdsInWindow(t.db.knex, orgId, ['site.created'], at(186), at(197), 1000)).map((e) => e.id)).toEqual([recorded[195], recorded[187], recorded[196]]);
   });
 
   it('needs the events:read scope', async () => {

@@ -57,10 +57,12 @@ for (const kind of testDatabases) {
       expect(server.output()).not.toMatch(/shutdown timeout/);
     });
 
-    it('WEB_CONCURRENCY=2: two workers on one port, the bootstrap key printed once, SIGTERM stops them all with 0', async () => {
+    it('WEB_CONCURRENCY=2: two workers on one port, the bootstrap key printed once, a killed worker replaced, the shared backlog counted once, SIGTERM stops them all with 0', async () => {
       const fresh = await kind.create();
       try {
-        const server = await startServerProcess({ databaseUrl: fresh.url, env: { WEB_CONCURRENCY: '2', LOG_LEVEL: 'info' } });
+        // no delivery engine: the deliveries below stay pending for the backlog gauge
+        const env = { WEB_CONCURRENCY: '2', LOG_LEVEL: 'info', WEBHOOK_WORKER: 'off', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' };
+        const server = await startServerProcess({ databaseUrl: fresh.url, env });
         servers.push(server);
         const exited = server.exited;
         await waitFor(() => (server.output().match(/"msg":"listening"/g) ?? []).length === 2, 20_000);
@@ -79,6 +81,20 @@ for (const kind of testDatabases) {
         const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text();
         // the primary sums every worker's counters
         expect(metrics).toMatch(/http_requests_total\{operation="createSite",status="201"\} 20/);
+
+        // a backlog every process sees is reported once, not once per worker
+        const call = (method: string, path: string, body: object) =>
+          fetch(`${server.baseUrl}${path}`, { method, headers: { Authorization: `Bearer ${secrets[0]}`, 'Content-Type': 'application/json', Connection: 'close' }, body: JSON.stringify(body) });
+        expect((await call('POST', '/v1/integrations/webhooks/subscriptions', { targetUrl: 'http://127.0.0.1:9/unreachable', triggerKey: 'site.created' })).status).toBe(201);
+        for (let i = 0; i < 3; i++) expect((await call('POST', '/v1/sites', { name: `queued ${i}` })).status).toBe(201);
+        expect(await (await fetch(`${server.baseUrl}/metrics`)).text()).toMatch(/^webhook_deliveries_pending 3$/m);
+
+        // a worker that dies is replaced, and the port keeps answering
+        const [victim] = [...workers];
+        process.kill(victim, 'SIGKILL');
+        await waitFor(() => new Set(server.output().split('\n').flatMap((l) => { try { const j = JSON.parse(l); return j.msg === 'listening' ? [j.pid] : []; } catch { return []; } })).size === 3, 20_000);
+        const after = await Promise.all(Array.from({ length: 10 }, (_, i) => call('POST', '/v1/sites', { name: `after ${i}` }).then((r) => r.status)));
+        expect(after).toEqual(Array(10).fill(201));
 
         process.kill(server.pid, 'SIGTERM');
         expect(await exited).toEqual({ code: 0, signal: null });

@@ -54,6 +54,7 @@ describeEachDatabase('webhook workers as processes', (t) => {
   }, 60_000);
 
   it('a server process (runtime/main.ts, what npm start runs) delivers by itself; with WEBHOOK_WORKER=off it sends nothing', async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop())); // the earlier tests' engines: none may run here
     receiver.answer(() => ({ status: 200, body: 'ok' }));
     const auth = await t.newKey({ organization: 'in-server' });
     const sub = (await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/in-server`, triggerKey: 'checkin.created' }).expect(201)).body;

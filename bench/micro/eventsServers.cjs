@@ -5,6 +5,8 @@
 // between them, 6 rounds; each phase's req/s and the server's CPU per request (all its threads,
 // from /proc). Prints every phase and the medians of the per-round ratios.
 // Usage: npm run build && node bench/micro/eventsServers.cjs
+// CPU_PROF_DIR=dir adds `--cpu-prof` to both servers (profiles in dir/with and dir/without; compare
+// them with `node bench/micro/profileDiff.cjs dir/with/<main thread's file> dir/without/<…>`).
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
@@ -18,8 +20,9 @@ const LIMITS = { RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' }
   const file = path.join(dir, 'db.sqlite');
   const port = 40100 + Math.floor(Math.random() * 400);
   const databaseUrl = `sqlite://${file}`;
-  const withEvents = await spawnApi({ nodeOptions: NODE_OPTIONS, port, databaseUrl, env: LIMITS, newDatabase: true });
-  const without = await spawnApi({ nodeOptions: [...NODE_OPTIONS, '--require', WITHOUT_EVENTS], port: port + 1, databaseUrl, env: LIMITS });
+  const profile = (name) => (process.env.CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.join(process.env.CPU_PROF_DIR, name)}`] : []);
+  const withEvents = await spawnApi({ nodeOptions: [...NODE_OPTIONS, ...profile('with')], port, databaseUrl, env: LIMITS, newDatabase: true });
+  const without = await spawnApi({ nodeOptions: [...NODE_OPTIONS, ...profile('without'), '--require', WITHOUT_EVENTS], port: port + 1, databaseUrl, env: LIMITS });
   const run = (p, seconds) => postLogs({ port: p, secret: withEvents.secret, keyed: true, seconds });
   await run(port, 3);
   await run(port + 1, 3);

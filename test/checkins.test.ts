@@ -254,9 +254,9 @@ describeEachDatabase('checkins', (t) => {
       expect(await storedCheckin(t, created.id)).toEqual(before);
     });
 
-    it('two concurrent transitions cannot both win: a re-sent active racing a check-out never moves it back', async () => {
-      // On Postgres the two run at once on two connections, and only the status write's
-      // compare-and-set keeps the re-send from undoing the check-out (without it this fails);
+    it('concurrent writes neither both win nor undo each other: a re-sent active racing a check-out never moves it back nor loses its address', async () => {
+      // On Postgres the two run at once on two connections, and only the write's compare-and-set
+      // (status and updatedAt) keeps either from undoing the other (without it this fails);
       // SQLite runs one write transaction of a process at a time.
       const site = await newSite();
       const pairs = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
@@ -266,15 +266,22 @@ describeEachDatabase('checkins', (t) => {
           patch(`/v1/checkins/${checkin.id}`, { status: 'checked_out' }),
           patch(`/v1/checkins/${checkin.id}`, { status: 'active', checkInAddress: `Gate ${i}` }),
         ]);
-        return { id: checkin.id, out, resend };
+        return { id: checkin.id, i, out, resend };
       }));
-      for (const { id, out, resend } of pairs) {
+      for (const { id, i, out, resend } of pairs) {
         expect(out.status).toBe(200);
         expect(out.body.status).toBe('checked_out');
-        // the re-send either ran first (and the check-out kept its address) or lost and changed nothing
-        if (resend.status === 200) expect(resend.body.status).toBe('active');
-        else expect(resend.body).toEqual(anError('INVALID_TRANSITION'));
-        expect((await storedCheckin(t, id)).status).toBe('checked_out');
+        // the re-send either ran first — and the check-out, applied after it, kept its address — or
+        // came after the check-out and was refused, changing nothing
+        const stored = await storedCheckin(t, id);
+        if (resend.status === 200) {
+          expect(resend.body.status).toBe('active');
+          expect(stored.check_in_address).toBe(`Gate ${i}`);
+        } else {
+          expect(resend.body).toEqual(anError('INVALID_TRANSITION'));
+          expect(stored.check_in_address).toBeNull();
+        }
+        expect(stored.status).toBe('checked_out');
         expect((await t.http.get(`/v1/checkins/${id}`).set('Authorization', t.auth).expect(200)).body.status).toBe('checked_out');
       }
     });

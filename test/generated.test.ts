@@ -72,3 +72,13 @@ describeEachDatabase('a 2020-12-only keyword in the contract is enforced at the 
     expect(await t.db.knex('sites').where({ name: 'Half a location' })).toHaveLength(0);
   });
 });
+
+describe('the handler registry', () => {
+  it('gives a prepare step only to writes (a read never runs one: http/operationPipeline.ts)', async () => {
+    const { handlers } = await import('../generated/handlers');
+    const { operations } = await import('../generated/operations');
+    const withPrepare = Object.entries(handlers).filter(([, handler]) => handler.prepare).map(([id]) => id);
+    expect(withPrepare).toContain('createIntegrationSubscription');
+    for (const id of withPrepare) expect(['post', 'patch', 'put', 'delete']).toContain(operations[id as keyof typeof operations].method);
+  });
+});

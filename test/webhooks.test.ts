@@ -328,6 +328,31 @@ describeEachDatabase('webhook targets (WEBHOOK_ALLOW_PRIVATE_TARGETS off)', (t: 
     }
   });
 
+  it('a resolver failing for now answers 503 (the key stays free for the retry); a host that does not exist 400', async () => {
+    const resolve = dns.promises.lookup.bind(dns.promises);
+    let failing = true;
+    const lookup = jest.spyOn(dns.promises, 'lookup').mockImplementation(((host: string, options: dns.LookupAllOptions) => {
+      if (host === 'flaky-dns.example' && failing) return Promise.reject(Object.assign(new Error('getaddrinfo EAI_AGAIN flaky-dns.example'), { code: 'EAI_AGAIN' }));
+      if (host === 'flaky-dns.example') return Promise.resolve([{ address: '93.184.215.14', family: 4 }]);
+      if (host === 'nowhere.example') return Promise.reject(Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.example'), { code: 'ENOTFOUND' }));
+      return resolve(host, options);
+    }) as typeof dns.promises.lookup);
+    try {
+      const send = (host: string) => t.http.post(HOOKS).set('Authorization', t.auth).set('Idempotency-Key', `resolve-${host}`)
+        .send({ targetUrl: `https://${host}/hook`, triggerKey: 'issue.created' });
+      const unavailable = await send('flaky-dns.example').expect(503);
+      expect(unavailable.body).toEqual(anError('SERVICE_UNAVAILABLE'));
+      expect(unavailable.headers['retry-after']).toBe('5');
+      failing = false;
+      const created = await send('flaky-dns.example').expect(201);
+      expect(created.headers['idempotent-replayed']).toBeUndefined();
+      const refused = await send('nowhere.example').expect(400);
+      expect(refused.body).toEqual(anError('TARGET_NOT_ALLOWED', { details: [{ path: '/targetUrl', message: 'host nowhere.example does not resolve' }] }));
+    } finally {
+      lookup.mockRestore();
+    }
+  });
+
   it('checks again at connection time: a target that became private is never called', async () => {
     const receiver = await startWebhookReceiver();
     try {

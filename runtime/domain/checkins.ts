@@ -3,7 +3,7 @@ import type { components } from '../../generated/types';
 import { invalidField, invalidTransition, notFound } from '../errors';
 import { normalizeTimestamp, nowIso } from '../time';
 import { geofenceVerdict, GeofenceVerdict, NO_VERDICT, PreviousLocation } from './geofence';
-import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfStatus } from '../storage/repositories/checkinsRepository';
+import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfUnchanged } from '../storage/repositories/checkinsRepository';
 import { findSite } from '../storage/repositories/sitesRepository';
 import { findUserByUserId, LastLocationSource, User } from '../storage/repositories/usersRepository';
 import { recordUserChange, refreshLastLocation, UserChange } from './users';
@@ -67,13 +67,30 @@ export async function createCheckin(db: Knex, orgId: string, input: CheckinCreat
   return checkin;
 }
 
+/**
+ * Applies `changes` to the check-in as it is now. The write is a compare-and-set on what was read
+ * (saveCheckinIfUnchanged): when another write committed in between (Postgres; SQLite runs one
+ * write of a process at a time), the change is applied again to the check-in as that write left
+ * it — so a check-out and a concurrent re-send of `active` both keep their change, and a re-send
+ * that comes after a check-out is refused as the transition it has become.
+ */
 export async function updateCheckin(db: Knex, orgId: string, id: string, changes: CheckinUpdate): Promise<Checkin> {
+  for (let attempt = 1; ; attempt++) {
+    const saved = await tryUpdateCheckin(db, orgId, id, changes);
+    if (saved) return saved;
+    if (attempt === 3) throw invalidTransition('The check-in changed three times while this request was applying its change; read it again and retry');
+  }
+}
+
+/** One attempt of updateCheckin: the updated check-in, or undefined when it changed meanwhile. */
+async function tryUpdateCheckin(db: Knex, orgId: string, id: string, changes: CheckinUpdate): Promise<Checkin | undefined> {
   const current = await findCheckin(db, orgId, id);
   if (!current) throw notFound('checkin', id);
   const status = changes.status ?? current.status;
   if (!canMove(current.status, status)) throw invalidTransition(`A check-in cannot move from ${current.status} to ${status}`);
 
-  const now = nowIso();
+  // every write moves updatedAt on, also within the same millisecond, for the compare-and-set
+  const now = laterThan(nowIso(), current.updatedAt);
   const activating = current.status !== 'active' && status === 'active';
   const checkingOut = current.status !== 'checked_out' && status === 'checked_out';
   const coordinates = changes.coordinates ? withAccuracy(changes.coordinates) : current.coordinates;
@@ -93,14 +110,17 @@ export async function updateCheckin(db: Knex, orgId: string, id: string, changes
   const profile = activating || changes.coordinates ? await findUserByUserId(db, orgId, current.userId) : undefined;
   if (coordinates && (activating || changes.coordinates)) Object.assign(next, await verdictFor(db, orgId, { ...next, coordinates }, profile, now));
 
-  if (!(await saveCheckinIfStatus(db, orgId, next, current.status))) {
-    throw invalidTransition(`The check-in changed status meanwhile; it cannot move to ${status} now`);
-  }
+  if (!(await saveCheckinIfUnchanged(db, orgId, next, current))) return undefined;
   const userChange = activating ? await refreshProfile(db, orgId, profile, next, 'site_checkin_activated', now) : undefined;
   const type = activating ? 'checkin.activated' : checkingOut ? 'checkin.checked_out' : 'checkin.updated';
   await recordUpdate(db, orgId, type, current, next);
   await recordUserChange(db, orgId, userChange);
   return next;
+}
+
+/** `now`, or a millisecond after `previous` when the clock has not passed it. */
+function laterThan(now: string, previous: string): string {
+  return now > previous ? now : new Date(Date.parse(previous) + 1).toISOString();
 }
 
 function withAccuracy(coordinates: Coordinates): NonNullable<Checkin['coordinates']> {

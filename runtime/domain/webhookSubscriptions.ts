@@ -56,9 +56,10 @@ declare const targetChecked: unique symbol;
 
 /**
  * The target rules of a new subscription (domain/webhookTargets.ts), which resolve the target's
- * host: run it before the write's transaction begins, never inside it (a transaction held open
- * across a DNS lookup holds, on SQLite, every other write of the process; http/handler.ts,
- * `prepare`). createSubscription takes only a request that went through it.
+ * host: run it before the operation's transaction begins, never inside it (a transaction held
+ * open across a DNS lookup holds, on SQLite, every other write of the process; http/handler.ts,
+ * `prepare`, which also says where Postgres differs). createSubscription takes only a request
+ * that went through it.
  */
 export async function checkSubscriptionTarget(partner: string, input: SubscriptionCreate, rules: WebhookRules): Promise<CheckedSubscriptionCreate> {
   knownPartner(partner);

@@ -42,8 +42,12 @@ export async function checkTarget(targetUrl: string, allowPrivate: boolean): Pro
   let addresses: dns.LookupAddress[];
   try {
     addresses = await dns.promises.lookup(host, { all: true, verbatim: true });
-  } catch {
-    throw targetNotAllowed(`host ${host} does not resolve`);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTFOUND' || code === 'ENODATA') throw targetNotAllowed(`host ${host} does not resolve`);
+    // the resolver failed for now (EAI_AGAIN, a timeout): not an answer about the host, so a 503 —
+    // never stored under an Idempotency-Key, the same request may be sent again
+    throw new ApiError('SERVICE_UNAVAILABLE', `The host ${host} could not be resolved right now (${code ?? 'lookup failed'}); retry later`, undefined, { 'Retry-After': '5' });
   }
   const blocked = addresses.find((a) => !isPublicAddress(a.address));
   if (blocked || addresses.length === 0) throw targetNotAllowed(`host ${host} resolves to ${blocked?.address ?? 'nothing'}, which is not a public address`);

@@ -60,7 +60,11 @@ export interface HandlerOptions<Id extends OperationId, P> {
    * holds, on SQLite, the process's shared write batch and the database's write lock, so every
    * other write would wait for the lookup. It runs after the Idempotency-Key's claim (a replay
    * never runs it) and its refusal (an ApiError) is answered, and stored under the key, exactly
-   * like the handler's own; the handler gets what it answers as `prepared`.
+   * like the handler's own; the handler gets what it answers as `prepared`. One exception: on
+   * Postgres a request with an Idempotency-Key holds its claim in a transaction that is open from
+   * the claim to the commit (idempotency/claim.ts), so there `prepare` runs inside that
+   * transaction — which holds only the key's lock and one pooled connection, no lock of the
+   * organization and nothing other writers wait for.
    */
   prepare: (input: PrepareInput<Id>) => Promise<P>;
 }

@@ -61,7 +61,10 @@ export async function runOperation(
   const input = { operationId, path, query, body, principal, requestId: context.requestId, log: context.log, config: deps.config } as const;
   const handler = handlers[operationId];
 
-  if (!isWrite) return send(res, await handler({ ...input, db: deps.db, prepared: undefined }));
+  if (!isWrite) {
+    if (handler.prepare) throw new Error(`${operationId} is a read: a handler's prepare step is for writes only (http/handler.ts)`);
+    return send(res, await handler({ ...input, db: deps.db, prepared: undefined }));
+  }
   const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.keyId, key: idempotencyKey, fingerprint: requestFingerprint };
   // a handler's `prepare` (http/handler.ts) runs outside the transaction, before it begins
   let prepared: unknown;

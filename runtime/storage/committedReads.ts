@@ -17,6 +17,9 @@ import { dialectOf } from './databaseErrors';
  */
 export function committedReads(db: Knex): Knex {
   if (dialectOf(db) === 'postgres') return db;
+  // a write transaction's own handle (storage/writeTransaction.ts) has no pool: its caller reads
+  // inside that transaction on purpose; a destroyed instance has none either
+  if (!(db.client as { pool?: unknown }).pool) return db;
   const connection = db.client.config.connection as { filename?: string } | undefined;
   const filename = connection?.filename;
   if (!filename || filename === ':memory:') return db;
@@ -46,8 +49,11 @@ export function committedReads(db: Knex): Knex {
     const destroy = client.destroy.bind(client);
     client.destroy = async (callback?: unknown) => {
       readers.delete(db);
-      await opened.destroy();
-      return destroy(callback);
+      try {
+        await opened.destroy();
+      } finally {
+        await destroy(callback);
+      }
     };
   }
   return reader;

@@ -122,11 +122,12 @@ export async function listCheckins(db: Knex, orgId: string, filter: CheckinFilte
 }
 
 /**
- * Writes `next` over the check-in only while its status is still `expectedStatus`: a
- * compare-and-set, so two concurrent transitions cannot both win (on either database,
- * without row locks). False when the status moved meanwhile.
+ * Writes `next` over the check-in only while it is still as `read` (its status and `updatedAt`,
+ * which every write changes): a compare-and-set, so two concurrent writes cannot both win and
+ * neither overwrites the other's change (on either database, without holding row locks from the
+ * read on). False when the check-in changed meanwhile.
  */
-export async function saveCheckinIfStatus(db: Knex, orgId: string, next: Checkin, expectedStatus: CheckinStatus): Promise<boolean> {
-  const updated = await db('checkins').where({ org_id: orgId, id: next.id, status: expectedStatus }).update(toColumns(next));
+export async function saveCheckinIfUnchanged(db: Knex, orgId: string, next: Checkin, read: Pick<Checkin, 'status' | 'updatedAt'>): Promise<boolean> {
+  const updated = await db('checkins').where({ org_id: orgId, id: next.id, status: read.status, updated_at: read.updatedAt }).update(toColumns(next));
   return updated > 0;
 }

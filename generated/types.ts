@@ -342,7 +342,7 @@ export interface paths {
         put?: never;
         /**
          * Subscribe a target URL to events (REST hook)
-         * @description Starts delivering the organization's events of one trigger (`triggerKey`) or of a list of types (`eventTypes`) to `targetUrl`, signed per Standard Webhooks (see the `webhooks` section and docs/webhooks.md). The answer holds the signing `secret` (`whsec_…`), shown only in this answer (and its idempotent replay). Subscribing the same `targetUrl` to the same event types again answers the existing subscription with 200 and no secret, never a second stream. The target must be `https` and resolve to public addresses only (checked again at every connection); otherwise 400 `TARGET_NOT_ALLOWED`.
+         * @description Starts delivering the organization's events of one trigger (`triggerKey`) or of a list of types (`eventTypes`) to `targetUrl`, signed per Standard Webhooks (see the `webhooks` section and docs/webhooks.md). The answer holds the signing `secret` (`whsec_…`), shown only in this answer (and its idempotent replay). Subscribing the same `targetUrl` to the same event types again answers the existing subscription with 200 and no secret, never a second stream. The target must be `https` and resolve to public addresses only (checked again at every connection); otherwise 400 `TARGET_NOT_ALLOWED`. When the server's resolver fails for the moment, 503 `SERVICE_UNAVAILABLE` with `Retry-After` (the Idempotency-Key stays free for the retry).
          */
         post: operations["createIntegrationSubscription"];
         delete?: never;

@@ -57,6 +57,30 @@ for (const kind of testDatabases) {
       expect(server.output()).not.toMatch(/shutdown timeout/);
     });
 
+    it('SIGTERM with a request that outlasts SHUTDOWN_TIMEOUT_SECONDS: the request is cut, nothing of it is stored, exit 1', async () => {
+      const { secret } = await createApiKey(db.knex, { scopes: ALL_SCOPES });
+      const server = await startServerProcess({ databaseUrl: db.url, env: { SHUTDOWN_TIMEOUT_SECONDS: '1' } });
+      servers.push(server);
+      const exited = server.exited;
+      const body = JSON.stringify({ name: 'Never finished' });
+      // a client that sends half its body and then nothing: it outlasts the 1 s the server waits
+      const cut = new Promise<string>((resolve) => {
+        const req = http.request(new URL('/v1/sites', server.baseUrl), {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) },
+        }, (res) => resolve(`answered ${res.statusCode}`));
+        req.on('error', (err) => resolve(`cut: ${err.message}`));
+        req.write(body.slice(0, 10));
+        setTimeout(() => process.kill(server.pid, 'SIGTERM'), 300);
+      });
+      const startedAt = Date.now();
+      expect(await exited).toEqual({ code: 1, signal: null });
+      expect(Date.now() - startedAt).toBeLessThan(10_000);
+      expect(await cut).toMatch(/^cut: /);
+      expect(server.output()).toMatch(/shutdown timeout/);
+      expect(await db.knex('sites').where({ name: 'Never finished' }).first()).toBeUndefined();
+    });
+
     it('WEB_CONCURRENCY=2: two workers on one port, the bootstrap key printed once, a killed worker replaced, the shared backlog counted once, SIGTERM stops them all with 0', async () => {
       const fresh = await kind.create();
       try {

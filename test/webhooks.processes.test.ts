@@ -80,6 +80,25 @@ describeEachDatabase('webhook workers as processes', (t) => {
     }
   }, 60_000);
 
+  it('SIGTERM lets the engine finish the attempt it has in flight: the delivery is recorded, exit 0', async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+    receiver.answer((req) => (req.path === '/draining' ? { status: 200, body: 'ok', delayMs: 1500 } : { status: 200, body: 'ok' }));
+    const auth = await t.newKey({ organization: 'draining' });
+    const sub = (await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/draining`, triggerKey: 'checkin.created' }).expect(201)).body;
+    const server = await startServerProcess({ databaseUrl: t.db.url, env: { ...ENV, SHUTDOWN_TIMEOUT_SECONDS: '20' } });
+    const exited = server.exited;
+    try {
+      await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|draining', siteId: 's' }).expect(201);
+      await receiver.waitFor(1, { path: '/draining', timeoutMs: 10_000 }); // the attempt is in flight, its answer 1.5 s away
+      process.kill(server.pid, 'SIGTERM');
+      expect(await exited).toEqual({ code: 0, signal: null });
+    } finally {
+      await server.stop();
+    }
+    const [delivery] = (await t.http.get(`${HOOKS}/${sub.id}/deliveries`).set('Authorization', auth).expect(200)).body.data;
+    expect(delivery).toMatchObject({ status: 'succeeded', attempts: 1, lastResponseStatus: 200 });
+  }, 60_000);
+
   // Postgres claims with FOR UPDATE SKIP LOCKED, SQLite under its single writer: either way two
   // engines (WEB_CONCURRENCY=2 runs one per worker) never send the same attempt twice
   it('two worker processes on one database deliver each event exactly once', async () => {

@@ -6,10 +6,7 @@ export default defineHandler(
   {
     // the target's DNS lookup, before the write's transaction begins
     prepare: ({ path, body, config }) =>
-      checkSubscriptionTarget(path.partner, body, {
-        allowPrivateTargets: config.webhookAllowPrivateTargets,
-        retentionDays: config.eventsRetentionDays,
-      }),
+      checkSubscriptionTarget(path.partner, body, { allowPrivateTargets: config.webhookAllowPrivateTargets }),
   },
   async ({ db, principal, path, prepared }) => {
     const result = await createSubscription(db, principal.orgId, path.partner, prepared);

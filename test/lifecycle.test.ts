@@ -20,11 +20,16 @@ for (const kind of testDatabases) {
       await db?.destroy();
     });
 
-    it('SIGTERM: a write still arriving when the signal comes is answered and stored, new connections are refused, exit 0', async () => {
+    /** A key, and a server process on the suite's database with this shutdown timeout. */
+    async function startWithKey(shutdownTimeoutSeconds: number) {
       const { secret } = await createApiKey(db.knex, { scopes: ALL_SCOPES });
-      const server = await startServerProcess({ databaseUrl: db.url, env: { SHUTDOWN_TIMEOUT_SECONDS: '20' } });
+      const server = await startServerProcess({ databaseUrl: db.url, env: { SHUTDOWN_TIMEOUT_SECONDS: String(shutdownTimeoutSeconds) } });
       servers.push(server);
-      const exited = server.exited;
+      return { secret, server, exited: server.exited };
+    }
+
+    it('SIGTERM: a write still arriving when the signal comes is answered and stored, new connections are refused, exit 0', async () => {
+      const { secret, server, exited } = await startWithKey(20);
       const body = JSON.stringify({ name: 'Written during shutdown' });
       const url = new URL('/v1/sites', server.baseUrl);
 
@@ -58,10 +63,7 @@ for (const kind of testDatabases) {
     });
 
     it('SIGTERM with a request that outlasts SHUTDOWN_TIMEOUT_SECONDS: the request is cut, nothing of it is stored, exit 1', async () => {
-      const { secret } = await createApiKey(db.knex, { scopes: ALL_SCOPES });
-      const server = await startServerProcess({ databaseUrl: db.url, env: { SHUTDOWN_TIMEOUT_SECONDS: '1' } });
-      servers.push(server);
-      const exited = server.exited;
+      const { secret, server, exited } = await startWithKey(1);
       const body = JSON.stringify({ name: 'Never finished' });
       // a client that sends half its body and then nothing: it outlasts the 1 s the server waits
       const cut = new Promise<string>((resolve) => {
@@ -94,7 +96,7 @@ for (const kind of testDatabases) {
         expect(new Set(secrets).size).toBe(1); // one key, in the message and its curl line
         expect(server.output().match(/No API key existed/g)).toHaveLength(1);
         expect(Number((await fresh.knex('api_keys').count({ n: '*' }))[0].n)).toBe(1);
-        const workers = new Set(server.output().split('\n').flatMap((l) => { try { const j = JSON.parse(l); return j.msg === 'listening' ? [j.pid] : []; } catch { return []; } }));
+        const workers = listeningPids(server);
         expect(workers.size).toBe(2);
         expect(workers.has(server.pid)).toBe(false); // the primary serves nothing itself
 
@@ -116,7 +118,7 @@ for (const kind of testDatabases) {
         // a worker that dies is replaced, and the port keeps answering
         const [victim] = [...workers];
         process.kill(victim, 'SIGKILL');
-        await waitFor(() => new Set(server.output().split('\n').flatMap((l) => { try { const j = JSON.parse(l); return j.msg === 'listening' ? [j.pid] : []; } catch { return []; } })).size === 3, 20_000);
+        await waitFor(() => listeningPids(server).size === 3, 20_000);
         const after = await Promise.all(Array.from({ length: 10 }, (_, i) => call('POST', '/v1/sites', { name: `after ${i}` }).then((r) => r.status)));
         expect(after).toEqual(Array(10).fill(201));
 
@@ -127,6 +129,18 @@ for (const kind of testDatabases) {
       }
     });
   });
+}
+
+/** The pids of the processes that logged "listening" (a cluster's workers, the replacements included). */
+function listeningPids(server: ServerProcess): Set<number> {
+  return new Set(server.output().split('\n').flatMap((line) => {
+    try {
+      const entry = JSON.parse(line);
+      return entry.msg === 'listening' ? [entry.pid as number] : [];
+    } catch {
+      return [];
+    }
+  }));
 }
 
 async function waitUntilRefused(baseUrl: string): Promise<void> {

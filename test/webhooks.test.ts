@@ -16,6 +16,16 @@ const ENV = {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const HOOKS = '/v1/integrations/webhooks/subscriptions';
 
+/**
+ * The server's resolver (the subscribe-time address check) answering some hosts as `answer` says;
+ * a host it answers undefined for resolves as usual. Restore with the spy's mockRestore().
+ */
+function stubResolver(answer: (host: string) => Promise<dns.LookupAddress[]> | undefined) {
+  const resolve = dns.promises.lookup.bind(dns.promises);
+  return jest.spyOn(dns.promises, 'lookup').mockImplementation(((host: string, options: dns.LookupAllOptions) =>
+    answer(host) ?? resolve(host, options)) as typeof dns.promises.lookup);
+}
+
 describeEachDatabase('webhook delivery', (t) => {
   let receiver: WebhookReceiver;
   let worker: DeliveryWorker;
@@ -292,12 +302,11 @@ describeEachDatabase('webhook targets (WEBHOOK_ALLOW_PRIVATE_TARGETS off)', (t: 
     const SLOW = 'slow-dns.example';
     let answer!: (addresses: dns.LookupAddress[]) => void;
     const slowAnswer = new Promise<dns.LookupAddress[]>((resolve) => { answer = resolve; });
-    const resolve = dns.promises.lookup.bind(dns.promises);
     const asked: string[] = [];
-    const lookup = jest.spyOn(dns.promises, 'lookup').mockImplementation(((host: string, options: dns.LookupAllOptions) => {
+    const lookup = stubResolver((host) => {
       asked.push(host);
-      return host === SLOW ? slowAnswer : resolve(host, options);
-    }) as typeof dns.promises.lookup);
+      return host === SLOW ? slowAnswer : undefined;
+    });
     try {
       const body = { targetUrl: `https://${SLOW}/hook`, triggerKey: 'log.created' };
       const send = (key?: string) => {
@@ -329,14 +338,13 @@ describeEachDatabase('webhook targets (WEBHOOK_ALLOW_PRIVATE_TARGETS off)', (t: 
   });
 
   it('a resolver failing for now answers 503 (the key stays free for the retry); a host that does not exist 400', async () => {
-    const resolve = dns.promises.lookup.bind(dns.promises);
     let failing = true;
-    const lookup = jest.spyOn(dns.promises, 'lookup').mockImplementation(((host: string, options: dns.LookupAllOptions) => {
+    const lookup = stubResolver((host) => {
       if (host === 'flaky-dns.example' && failing) return Promise.reject(Object.assign(new Error('getaddrinfo EAI_AGAIN flaky-dns.example'), { code: 'EAI_AGAIN' }));
       if (host === 'flaky-dns.example') return Promise.resolve([{ address: '93.184.215.14', family: 4 }]);
       if (host === 'nowhere.example') return Promise.reject(Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.example'), { code: 'ENOTFOUND' }));
-      return resolve(host, options);
-    }) as typeof dns.promises.lookup);
+      return undefined;
+    });
     try {
       const send = (host: string) => t.http.post(HOOKS).set('Authorization', t.auth).set('Idempotency-Key', `resolve-${host}`)
         .send({ targetUrl: `https://${host}/hook`, triggerKey: 'issue.created' });

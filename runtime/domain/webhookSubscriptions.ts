@@ -61,7 +61,7 @@ declare const targetChecked: unique symbol;
  * `prepare`, which also says where Postgres differs). createSubscription takes only a request
  * that went through it.
  */
-export async function checkSubscriptionTarget(partner: string, input: SubscriptionCreate, rules: WebhookRules): Promise<CheckedSubscriptionCreate> {
+export async function checkSubscriptionTarget(partner: string, input: SubscriptionCreate, rules: Pick<WebhookRules, 'allowPrivateTargets'>): Promise<CheckedSubscriptionCreate> {
   knownPartner(partner);
   await checkTarget(input.targetUrl, rules.allowPrivateTargets);
   return input as CheckedSubscriptionCreate;

@@ -200,9 +200,9 @@ describeEachDatabase('the change feed', (t) => {
     const within = <T>(promise: Promise<T>) => Promise.race([promise, sleep(3000).then(() => { throw new Error('the read waited for the open write'); })]);
     const trx = await beginWriteTransaction(t.db.knex);
     try {
-      const open = await recordEvent(trx.knex, orgId, { type: 'site.created', data: { id: 'site_stillopen', name: 'Open' } });
+      const openId = await recordEvent(trx.knex, orgId, { type: 'site.created', data: { id: 'site_stillopen', name: 'Open' } });
       expect((await within(readEventFeed(t.db.knex, orgId, { limit: 50 }, 30))).data).toEqual([]);
-      expect(await within(findEvent(committedReads(t.db.knex), orgId, open.id))).toBeUndefined();
+      expect(await within(findEvent(committedReads(t.db.knex), orgId, openId))).toBeUndefined();
     } finally {
       await trx.rollback();
     }

@@ -219,6 +219,31 @@ describeEachDatabase('idempotency under concurrency', (t) => {
       expect(await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1p', fp)).toEqual({ kind: 'replay', response: response('Slow B') });
     });
 
+    it('an answer stored for a token the row no longer holds fails the whole write, also when it travels with the COMMIT (Postgres)', async () => {
+      // On Postgres the stored answer is sent without waiting, with the COMMIT behind it
+      // (runtime/storage/pgPipeline.ts): the fence must fail the statement itself, so that the
+      // COMMIT rolls back — a statement that merely changed no row would let the write commit.
+      const { keyId, orgId } = await principal();
+      const fp = fingerprint('post', '/v1/sites', { name: 'Fenced' });
+      await t.db.knex('idempotency_keys').insert({
+        api_key_id: keyId, idempotency_key: 'fence-1', fingerprint: fp, state: 'in_progress', lock_token: 'someone-else',
+        locked_until: new Date(Date.now() + 60_000).toISOString(), created_at: new Date().toISOString(), expires_at: new Date(Date.now() + 3_600_000).toISOString(),
+      });
+      const mine: Claimed = { kind: 'claimed', apiKeyId: keyId, key: 'fence-1', token: 'mine' };
+      const write = inWriteTransaction(t.db.knex, async (trx) => {
+        await createSite(trx, orgId, { name: 'Fenced A', geofenceRadiusMeters: 100 });
+        await storeIdempotentResponse(trx, mine, response('Fenced A'));
+        return 'committed';
+      });
+      await expect(write).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await sitesNamed(t, 'Fenced A')).toBe(0);
+      expect(await t.db.knex('events').where({ org_id: orgId, type: 'site.created' }).whereLike('data', '%Fenced A%')).toEqual([]);
+      expect(await t.db.knex('idempotency_keys').where({ api_key_id: keyId, idempotency_key: 'fence-1' }).first()).toMatchObject({ state: 'in_progress', lock_token: 'someone-else' });
+      // the connection serves the next write
+      await inWriteTransaction(t.db.knex, (trx) => createSite(trx, orgId, { name: 'Fenced B', geofenceRadiusMeters: 100 }));
+      expect(await sitesNamed(t, 'Fenced B')).toBe(1);
+    });
+
     it('a retry while the original is about to commit answers IDEMPOTENCY_IN_PROGRESS at once, then replays (Postgres lock)', async () => {
       // SQLite in one process cannot show this: better-sqlite3 waits for a lock synchronously,
       // blocking the event loop that would release it; the two-process tests cover SQLite.

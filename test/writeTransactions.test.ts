@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { runStatement } from '../runtime/storage/database';
+import { runStatement, sendInTransaction } from '../runtime/storage/database';
 import { dialectOf } from '../runtime/storage/databaseErrors';
 import { beginWriteTransaction, inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { testDatabases, TestDatabase, warnIfPostgresSkipped } from './support/databases';
@@ -186,6 +186,53 @@ describe.each(testDatabases)('write transactions ($name)', (kind) => {
       await trx('children').insert({ id: 1, parent_id: 42 });
     });
     expect(Number((await knex('children').count({ n: '*' }))[0].n)).toBe(1);
+  });
+
+  it('a statement sent without waiting that fails is thrown by the next statement that waits, or by the COMMIT, and nothing of the transaction is kept', async () => {
+    // On Postgres sendInTransaction goes out without waiting for its answer
+    // (runtime/storage/pgPipeline.ts); on SQLite it runs at once. Either way its failure ends the write.
+    const insert = 'insert into notes (id, who) values (?, ?)';
+    const taken = nextId++;
+    await knex('notes').insert({ id: taken, who: 'taken' });
+    const duplicate = db.dialect === 'postgres' ? { code: '23505' } : { code: 'SQLITE_CONSTRAINT_PRIMARYKEY' };
+    // a statement through the driver after it
+    await expect(inWriteTransaction(knex, async (trx) => {
+      await runStatement(trx, insert, [nextId++, 'sent (driver after)']);
+      await sendInTransaction(trx, insert, [taken, 'sent (the duplicate)']);
+      await runStatement(trx, insert, [nextId++, 'sent (driver after, 2)']);
+    })).rejects.toMatchObject(duplicate);
+    // only the COMMIT after it, with the failure mapped
+    await expect(inWriteTransaction(knex, async (trx) => {
+      await runStatement(trx, insert, [nextId++, 'sent (commit after)']);
+      await sendInTransaction(trx, insert, [taken, 'sent (the duplicate)'], () => new Error('mapped: the row was taken'));
+    })).rejects.toThrow('mapped: the row was taken');
+    // a statement through Knex's builder after it: the failure thrown is the duplicate's own
+    await expect(inWriteTransaction(knex, async (trx) => {
+      await sendInTransaction(trx, insert, [taken, 'sent (the duplicate)']);
+      await trx('notes').insert(note('sent (builder after)'));
+    })).rejects.toMatchObject(duplicate);
+    expect(await count('sent %')).toBe(0);
+    // the connections serve the next transactions
+    await Promise.all(Array.from({ length: 12 }, () => inWriteTransaction(knex, (trx) => sendInTransaction(trx, insert, [nextId++, 'sent (kept)']))));
+    expect(await count('sent (kept)')).toBe(12);
+  });
+
+  it('a failed statement the work caught and went past: Postgres rolls the write back and its COMMIT throws; SQLite keeps the rest', async () => {
+    // Postgres answers the COMMIT of an aborted transaction with ROLLBACK, not an error: a write
+    // must never be reported committed then.
+    const taken = nextId++;
+    await knex('notes').insert({ id: taken, who: 'taken too' });
+    const outcome = await inWriteTransaction(knex, async (trx) => {
+      await trx('notes').insert(note('past a caught failure'));
+      await trx('notes').insert({ id: taken, who: 'duplicate' }).catch(() => undefined);
+    }).then(() => 'committed', (err: Error) => err.message);
+    if (db.dialect === 'postgres') {
+      expect(outcome).toMatch(/COMMIT rolled it back/);
+      expect(await count('past a caught failure')).toBe(0);
+    } else {
+      expect(outcome).toBe('committed');
+      expect(await count('past a caught failure')).toBe(1);
+    }
   });
 
   it('an open transaction rolls back to a savepoint and keeps what came before it', async () => {

@@ -33,12 +33,15 @@ export interface EventInput {
  * On Postgres the lock, the event, the lookup of the subscriptions listening and their
  * deliveries are one statement (each round trip under the lock is paid by every writer of the
  * organization). A subscription whose creation commits while this write is in flight may miss
- * this event.
+ * this event. In a Postgres write transaction that statement is sent without waiting for its
+ * answer (storage/pgPipeline.ts): it travels with the COMMIT, and its failure fails the COMMIT.
+ *
+ * Answers the event's id. Its sequence is the database's, known at commit.
  */
-export async function recordEvent(trx: Knex, orgId: string, input: EventInput): Promise<Event> {
+export async function recordEvent(trx: Knex, orgId: string, input: EventInput): Promise<string> {
   const id = newId('evt');
   const resourceId = typeof (input.data as { id?: unknown }).id === 'string' ? ((input.data as { id: string }).id) : null;
-  const { seq, occurredAt } = await insertEventAndQueueDeliveries(trx, {
+  await insertEventAndQueueDeliveries(trx, {
     id,
     org_id: orgId,
     type: input.type,
@@ -46,14 +49,7 @@ export async function recordEvent(trx: Knex, orgId: string, input: EventInput): 
     data: JSON.stringify(input.data),
     changed_fields: input.changedFields === undefined ? null : JSON.stringify(input.changedFields),
   }, nowIso);
-  return {
-    id,
-    type: input.type,
-    sequence: seq,
-    occurredAt,
-    data: input.data as Event['data'],
-    ...(input.changedFields === undefined ? {} : { changedFields: input.changedFields }),
-  };
+  return id;
 }
 
 /**
@@ -63,7 +59,7 @@ export async function recordEvent(trx: Knex, orgId: string, input: EventInput): 
  * deliveries for no change (the contract's events description says so). Call it last, like
  * `recordEvent`.
  */
-export async function recordUpdate(trx: Knex, orgId: string, type: EventType, before: object, after: object): Promise<Event | undefined> {
+export async function recordUpdate(trx: Knex, orgId: string, type: EventType, before: object, after: object): Promise<string | undefined> {
   const fields = changedFields(before, after);
   if (!fields.length) return undefined;
   return recordEvent(trx, orgId, { type, data: after, changedFields: fields });

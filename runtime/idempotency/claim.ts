@@ -252,11 +252,12 @@ async function endClaimTransaction(claim: Claimed): Promise<void> {
 
 /**
  * Stores the response inside the operation's transaction. Fenced on the lock token: when the
- * claim was taken over meanwhile, nothing is stored and the transaction must roll back.
+ * claim was taken over meanwhile, nothing is stored, LeaseLostError is thrown and the transaction
+ * rolls back — on Postgres by its COMMIT, which the statement travels with
+ * (storage/pgPipeline.ts): the COMMIT then throws LeaseLostError.
  */
 export async function storeIdempotentResponse(trx: Knex, claim: Claimed, response: StoredResponse): Promise<void> {
-  const updated = await completeIdempotencyKey(trx, claim.apiKeyId, claim.key, claim.token, response);
-  if (updated !== 1) throw new LeaseLostError();
+  await completeIdempotencyKey(trx, claim.apiKeyId, claim.key, claim.token, response, () => new LeaseLostError());
 }
 
 /** The claim was taken over by another request after our lease ran out: our work must not commit. */

@@ -5,6 +5,7 @@ import knex, { Knex } from 'knex';
 import { Dialect } from './databaseErrors';
 import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteCheckpoints';
 import { commitOtherBatches } from './sqliteGroupCommit';
+import { isPipelining, queryInOrder, sendWithoutWaiting } from './pgPipeline';
 export type { Dialect };
 
 export interface Database {
@@ -73,9 +74,11 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
   // waiting for knex's default 60 s acquire timeout: a connection attempt gives up after 1 s,
   // waiting for a free pool connection after 1.5 s. Keepalive notices a dead peer on idle
   // connections; the pool discards broken connections and reconnects on its own.
+  // `pipeline`: a query is written while earlier ones are unanswered, which the write
+  // transactions use (storage/pgPipeline.ts); everything else still waits for each answer.
   const db = knex({
     client: 'pg',
-    connection: { connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true },
+    connection: { connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true, pipeline: true } as Knex.PgConnectionConfig,
     searchPath: options.schema ? [options.schema] : undefined,
     acquireConnectionTimeout: 1500,
     pool: { min: 0, max: options.poolMax ?? 10 },
@@ -133,7 +136,7 @@ function cacheStatements(conn: { prepare(sql: string): unknown }): void {
  * there (bench/README.md, profile). On SQLite the connection's statement cache serves it.
  */
 export async function selectRows<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
-  return onDriverConnection(db, async (conn, pg) => (pg ? (await conn.query(pgStatement(sql, bindings))).rows : conn.prepare(sql).all(...bindings)) as T[]);
+  return onDriverConnection(db, async (conn, pg) => (pg ? (await queryInOrder(conn, pgStatement(sql, bindings))).rows : conn.prepare(sql).all(...bindings)) as T[]);
 }
 
 /**
@@ -151,7 +154,28 @@ export async function writeReturning<T>(db: Knex, sql: string, bindings: readonl
  * Idempotency-Key's row, the ordered insert of a listed table).
  */
 export async function runStatement(db: Knex, sql: string, bindings: readonly Binding[]): Promise<number> {
-  return onDriverConnection(db, async (conn, pg) => (pg ? (await conn.query(pgStatement(sql, bindings))).rowCount ?? 0 : conn.prepare(sql).run(...bindings).changes) as number);
+  return onDriverConnection(db, async (conn, pg) => (pg ? (await queryInOrder(conn, pgStatement(sql, bindings))).rowCount ?? 0 : conn.prepare(sql).run(...bindings).changes) as number);
+}
+
+/**
+ * Runs one fixed write statement whose answer the code does not need (the event of a write, the
+ * stored answer of an Idempotency-Key). In a Postgres write transaction it is sent without
+ * waiting (storage/pgPipeline.ts): it is answered with the transaction's next statement that
+ * waits, or with its COMMIT, and its failure (as `mapError` makes it) is thrown there and rolls
+ * the transaction back — so it must be written to fail, not to change nothing, when the caller
+ * needs it to have changed something. Elsewhere it runs and is waited for, and its failure is
+ * thrown here.
+ */
+export async function sendInTransaction(db: Knex, sql: string, bindings: readonly Binding[], mapError: (err: unknown) => unknown = (err) => err): Promise<void> {
+  await onDriverConnection(db, async (conn, pg) => {
+    try {
+      if (!pg) conn.prepare(sql).run(...bindings);
+      else if (isPipelining(conn)) sendWithoutWaiting(conn, pgStatement(sql, bindings), mapError);
+      else await conn.query(pgStatement(sql, bindings));
+    } catch (err) {
+      throw mapError(err);
+    }
+  });
 }
 
 type Binding = string | number | null;

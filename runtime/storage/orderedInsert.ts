@@ -1,6 +1,6 @@
 import { Knex } from 'knex';
 import { Dialect, dialectOf } from './databaseErrors';
-import { runStatement } from './database';
+import { sendInTransaction } from './database';
 
 /**
  * Makes the inserts of one organization into one listed table commit in `seq` order.
@@ -26,18 +26,20 @@ export async function lockForOrderedInsert(db: Knex, table: string, orgId: strin
  * On Postgres the lock and the insert are one statement: the lock is held until COMMIT and
  * serializes the organization's writers of this table, so every round trip after taking it is
  * paid by all of them. `offset 0` keeps the locking subquery a plan node of its own, evaluated
- * before the row (and its seq) is formed.
+ * before the row (and its seq) is formed. In a write transaction the statement is sent without
+ * waiting for its answer (storage/database.ts, sendInTransaction), so the lock, the insert, the
+ * event and the COMMIT reach Postgres together; its failure fails the COMMIT.
  */
 export async function insertInOrder(db: Knex, table: string, orgId: string, row: Record<string, string | number | null>): Promise<void> {
   const columns = Object.keys(row);
   const values = columns.map((c) => row[c] ?? null);
   const dialect = dialectOf(db);
-  await runStatement(db, insertText(dialect, table, columns), dialect === 'postgres' ? [...values, table, orgId] : values);
+  await sendInTransaction(db, insertText(dialect, table, columns), dialect === 'postgres' ? [...values, table, orgId] : values);
 }
 
 /**
  * The insert's text, made once per (table, columns): it runs through the driver
- * (storage/database.ts, runStatement) with `?` bindings, like the other statements of every write.
+ * (storage/database.ts) with `?` bindings, like the other statements of every write.
  * Table and column names come from the repositories' code, never from a request.
  */
 const insertTexts = new Map<string, string>();

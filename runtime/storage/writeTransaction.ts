@@ -1,6 +1,7 @@
 import knex, { Knex } from 'knex';
 import { dialectOf } from './databaseErrors';
 import { discardFromPool, enterBatch, leaveBatch, type ConnectionPool, type SqliteConnection } from './sqliteGroupCommit';
+import { awaitUnanswered, endPipelining, isPipelining, queryDiscardingEarlier, queryInOrder, sendWithoutWaiting, startPipelining, type PgClient } from './pgPipeline';
 
 /**
  * The server's write transactions, on both databases.
@@ -24,6 +25,11 @@ import { discardFromPool, enterBatch, leaveBatch, type ConnectionPool, type Sqli
  * first write to the one-row `_write_lock` table, which stays.) And on SQLite the write
  * transactions of one turn of the event loop share one database transaction and commit together
  * (storage/sqliteGroupCommit.ts); each still keeps or loses its own work as a whole.
+ *
+ * Postgres: BEGIN, SAVEPOINT and the statements sent with `sendInTransaction`
+ * (storage/database.ts) go out without waiting for their answer, which comes with the next
+ * statement that waits or with COMMIT (storage/pgPipeline.ts). A failure among them is thrown
+ * there, and the transaction rolls back.
  */
 export interface WriteTransaction {
   /** Runs statements on the transaction's connection, while the transaction is open. */
@@ -74,8 +80,11 @@ export async function beginWriteTransaction(db: Knex): Promise<WriteTransaction>
   let lent: LentKnex;
   try {
     lent = lendTo(db, conn);
-    if (pg) await (conn as PgConnection).query('BEGIN');
-    else enterBatch(conn as SqliteConnection); // BEGIN IMMEDIATE (waits for the write lock up to busy_timeout, or throws), or joins the open batch
+    if (pg) {
+      // answered with the transaction's first statement that waits
+      startPipelining(conn as PgConnection);
+      sendWithoutWaiting(conn as PgConnection, 'BEGIN');
+    } else enterBatch(conn as SqliteConnection); // BEGIN IMMEDIATE (waits for the write lock up to busy_timeout, or throws), or joins the open batch
   } catch (err) {
     await pool.releaseConnection(conn);
     throw err;
@@ -83,10 +92,7 @@ export async function beginWriteTransaction(db: Knex): Promise<WriteTransaction>
   return new DriverTransaction(pool, conn, lent, pg);
 }
 
-/** What this module uses of a node-postgres connection. */
-interface PgConnection {
-  query(sql: string): Promise<unknown>;
-}
+type PgConnection = PgClient;
 type Connection = SqliteConnection | PgConnection;
 
 class DriverTransaction implements WriteTransaction {
@@ -109,12 +115,16 @@ class DriverTransaction implements WriteTransaction {
 
   async savepoint(name: string): Promise<void> {
     this.mustBeOpen();
-    await this.run(`savepoint ${name}`);
+    // Postgres: answered with the next statement that waits
+    if (this.pg) sendWithoutWaiting(this.conn as PgConnection, `savepoint ${name}`);
+    else await this.run(`savepoint ${name}`);
   }
 
   async rollbackToSavepoint(name: string): Promise<void> {
     this.mustBeOpen();
-    await this.run(`rollback to savepoint ${name}`);
+    // what the statements sent since the savepoint failed with is undone with them
+    if (this.pg) await queryDiscardingEarlier(this.conn as PgConnection, `rollback to savepoint ${name}`);
+    else await this.run(`rollback to savepoint ${name}`);
   }
 
   async commit(): Promise<void> {
@@ -125,11 +135,17 @@ class DriverTransaction implements WriteTransaction {
     // SQLite: resolves once the group commit this transaction joined has committed
     if (!this.pg) return leaveBatch(this.pool, this.conn as SqliteConnection, true);
     try {
-      await this.run('COMMIT');
+      // with the answers of the statements sent without waiting: when one of them failed, the
+      // transaction was aborted, this COMMIT rolled it back, and that failure is thrown
+      const done = await queryInOrder(this.conn as PgConnection, 'COMMIT');
+      // a failure of the transaction nobody saw (a statement error caught and ignored): Postgres
+      // answers such a COMMIT with ROLLBACK, not an error
+      if (done.command === 'ROLLBACK') throw new Error('The write transaction had failed: its COMMIT rolled it back.');
     } catch (err) {
       await this.rollbackAndRelease();
       throw err;
     }
+    endPipelining(this.conn as PgConnection);
     await this.pool.releaseConnection(this.conn);
   }
 
@@ -143,18 +159,20 @@ class DriverTransaction implements WriteTransaction {
 
   /** Postgres: rolls back whatever is open and gives the connection back, without throwing. */
   private async rollbackAndRelease(): Promise<void> {
+    const conn = this.conn as PgConnection;
     try {
-      await this.run('ROLLBACK');
+      await queryDiscardingEarlier(conn, 'ROLLBACK');
     } catch (err) {
       // a connection whose ROLLBACK failed may still hold the transaction
       discardFromPool(this.conn, err);
     }
+    endPipelining(conn);
     await this.pool.releaseConnection(this.conn);
   }
 
+  /** SQLite only: Postgres' statements go through storage/pgPipeline.ts. */
   private async run(sql: string): Promise<void> {
-    if (this.pg) await (this.conn as PgConnection).query(sql);
-    else (this.conn as SqliteConnection).prepare(sql).run();
+    (this.conn as SqliteConnection).prepare(sql).run();
   }
 
   private mustBeOpen(): void {
@@ -237,8 +255,13 @@ function fullKnex(base: Knex.Client & { valueForUndefined: unknown; version?: st
     const Dialect = base.constructor as unknown as new (config: Knex.Config) => Knex.Client;
     class LendingClient extends Dialect {
       loan = new Loan(undefined);
-      acquireConnection(): Promise<Connection> {
-        return borrow(this.loan);
+      async acquireConnection(): Promise<Connection> {
+        const conn = await borrow(this.loan);
+        // Knex's own statements wait for their answers one by one: the statements sent without
+        // waiting are answered first, so that their failure is thrown as itself, not as the
+        // "transaction is aborted" of the statement after it
+        if (isPipelining(conn as PgConnection)) await awaitUnanswered(conn as PgConnection);
+        return conn;
       }
       releaseConnection(): Promise<void> {
         return Promise.resolve();

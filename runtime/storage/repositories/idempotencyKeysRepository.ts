@@ -1,6 +1,7 @@
 import { Knex } from 'knex';
 import type { Reply } from '../../reply';
-import { runStatement, selectRows, writeReturning } from '../database';
+import { runStatement, selectRows, sendInTransaction, writeReturning } from '../database';
+import { dialectOf } from '../databaseErrors';
 
 /**
  * The SQL of the `idempotency_keys` table. The claim state machine, its decisions and its
@@ -138,8 +139,12 @@ export interface IdempotencyResponseColumns {
 }
 
 /**
- * Marks the claim completed with its response. Fenced on the lock token: when the claim was
- * taken over meanwhile, nothing changes. Returns how many rows changed.
+ * Marks the claim completed with its response, inside the operation's transaction. Fenced on the
+ * lock token: when the claim was taken over meanwhile, nothing changes and `lost()` is thrown,
+ * and the transaction must not commit. On Postgres the statement is sent without waiting
+ * (storage/database.ts, sendInTransaction) and fails by itself when it completed no row (it
+ * divides by the number it completed), so that the COMMIT sent behind it rolls back; `lost()` is
+ * then thrown by that COMMIT.
  */
 export async function completeIdempotencyKey(
   trx: Knex,
@@ -147,16 +152,26 @@ export async function completeIdempotencyKey(
   key: string,
   token: string,
   response: Reply,
-): Promise<number> {
-  return runStatement(trx, COMPLETE_SQL, [
+  lost: () => Error,
+): Promise<void> {
+  const bindings = [
     response.status,
     JSON.stringify(response.headers ?? {}),
     response.body === undefined ? null : JSON.stringify(response.body),
     apiKeyId,
     key,
     token,
-  ]);
+  ];
+  if (dialectOf(trx) === 'postgres') {
+    await sendInTransaction(trx, COMPLETE_OR_FAIL_SQL, bindings, (err) => ((err as { code?: string }).code === DIVISION_BY_ZERO ? lost() : err));
+    return;
+  }
+  if ((await runStatement(trx, COMPLETE_SQL, bindings)) !== 1) throw lost();
 }
+
+const DIVISION_BY_ZERO = '22012';
+const COMPLETE_OR_FAIL_SQL = `with completed as (${COMPLETE_SQL} returning 1)
+  select 1 / count(*) as fenced from completed`;
 
 /** Deletes an in-progress claim still holding `token`. */
 export async function deleteClaim(db: Knex, apiKeyId: string, key: string, token: string): Promise<void> {

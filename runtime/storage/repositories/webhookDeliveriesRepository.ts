@@ -2,7 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newIdBatch } from '../../ids';
 import { dialectOf } from '../databaseErrors';
-import { selectRows, writeReturning } from '../database';
+import { selectRows, sendInTransaction } from '../database';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import type { ListFilters } from '../listFilters';
@@ -69,8 +69,7 @@ const LISTENING_SQL = `select s.id from webhook_subscription_types st
 
 /**
  * Records an event and queues one delivery of it per subscription of its organization that
- * listens to its type (active or paused), in the caller's transaction; answers the event's `seq`
- * and `occurred_at`.
+ * listens to its type (active or paused), in the caller's transaction.
  *
  * Postgres: one statement, behind the organization's event lock (the ordered-insert lock of
  * `events`, storage/orderedInsert.ts), which is held until COMMIT and serializes the
@@ -78,7 +77,9 @@ const LISTENING_SQL = `select s.id from webhook_subscription_types st
  * the time, the insert, the subscription lookup and the deliveries are one. The time is the
  * database's clock read under the lock, so occurredAt never goes backwards within an
  * organization, whichever server process writes. Delivery ids are made there: `whd_` and 24
- * hex digits of an MD5 of a random UUID (hex digits are a subset of the ids' alphabet).
+ * hex digits of an MD5 of a random UUID (hex digits are a subset of the ids' alphabet). In a
+ * write transaction the statement is sent without waiting (storage/database.ts,
+ * sendInTransaction): it is answered with the COMMIT.
  * SQLite has one writer at a time: no lock, `now()` at the insert, three short statements on the
  * one connection (the lookup, the event, the deliveries when someone listens).
  */
@@ -86,20 +87,15 @@ export async function insertEventAndQueueDeliveries(
   db: Knex,
   row: Omit<EventRow, 'seq' | 'occurred_at'>,
   now: () => string,
-): Promise<{ seq: number; occurredAt: string }> {
+): Promise<void> {
   if (dialectOf(db) !== 'postgres') {
     const listening = await findListeningSubscriptions(db, row.org_id, row.type);
     const occurredAt = now();
-    const seq = await insertEvent(db, { ...row, occurred_at: occurredAt });
+    await insertEvent(db, { ...row, occurred_at: occurredAt });
     await insertDeliveries(db, row.org_id, listening, { id: row.id, type: row.type, occurredAt });
-    return { seq, occurredAt };
+    return;
   }
-  const [inserted] = await writeReturning<{ seq: number | string; occurred_at: string }>(
-    db,
-    RECORD_EVENT_SQL,
-    [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.org_id],
-  );
-  return { seq: Number(inserted.seq), occurredAt: inserted.occurred_at };
+  await sendInTransaction(db, RECORD_EVENT_SQL, [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.org_id]);
 }
 
 // `offset 0` keeps the locking subquery a plan node of its own, evaluated before the row (and

@@ -1,0 +1,128 @@
+/**
+ * Postgres write transactions send the statements whose answer the code does not need before it
+ * goes on (BEGIN, a SAVEPOINT, the event of a write, the stored answer of an Idempotency-Key)
+ * without waiting for that answer: they travel with the next statement that needs one, or with
+ * COMMIT. node-postgres' pipeline mode (`pipeline: true`, set in storage/database.ts) writes a
+ * query while earlier ones are unanswered, and Postgres answers them in order. A keyed write
+ * waits for three round trips instead of seven, an unkeyed one for two instead of four
+ * (docs/architecture.md, "Postgres round trips"). The statements sent without waiting stay in
+ * the socket's buffer (corked) until the statement that waits is written behind them: one
+ * system call for all of them.
+ *
+ * Each statement still succeeds or fails on its own; in a transaction, a failure aborts it, every
+ * later statement of the transaction fails, and its COMMIT rolls back. So a statement sent this
+ * way can never be committed without its own success: its error is answered, in order, by the
+ * next statement that waits (or the COMMIT), and the transaction rolls back.
+ *
+ * The list is per connection and exists only while one of our write transactions holds that
+ * connection (storage/writeTransaction.ts opens and closes it); it is this process's own
+ * bookkeeping of its sockets, never shared state.
+ */
+
+/** What this module uses of a node-postgres client. */
+export interface PgClient {
+  query(config: string | { name?: string; text: string; values?: readonly unknown[] }): Promise<PgResult>;
+  /** node-postgres' protocol connection; its socket is what node-postgres itself corks while it writes one query. */
+  connection?: { stream?: { cork?(): void; uncork?(): void } };
+}
+export interface PgResult {
+  rows: unknown[];
+  rowCount: number | null;
+  command: string;
+}
+
+/** Per connection in a write transaction: what each statement sent without waiting failed with (undefined: it succeeded). */
+const unanswered = new WeakMap<PgClient, Promise<unknown>[]>();
+
+/** The transaction on `conn` sends statements without waiting from now on, until `endPipelining`. */
+export function startPipelining(conn: PgClient): void {
+  unanswered.set(conn, []);
+}
+
+/** The connections whose socket this module corked (nothing written since has gone out yet). */
+const corked = new WeakSet<PgClient>();
+
+function cork(conn: PgClient): void {
+  if (corked.has(conn)) return;
+  conn.connection?.stream?.cork?.();
+  corked.add(conn);
+}
+
+/** Writes out what was sent without waiting (and the statement written after it, if any). */
+function uncork(conn: PgClient): void {
+  if (!corked.delete(conn)) return;
+  conn.connection?.stream?.uncork?.();
+}
+
+/** Whether `conn` is held by a write transaction that sends statements without waiting. */
+export function isPipelining(conn: PgClient): boolean {
+  return unanswered.has(conn);
+}
+
+/** The transaction ended: nothing is sent without waiting on `conn` any more. */
+export function endPipelining(conn: PgClient): void {
+  uncork(conn);
+  unanswered.delete(conn);
+}
+
+/**
+ * Sends `query` now and goes on without its answer; its failure (as `mapError` makes it) is
+ * thrown by the next statement that waits on `conn`. Only while `conn` is pipelining.
+ */
+export function sendWithoutWaiting(conn: PgClient, query: Parameters<PgClient['query']>[0], mapError: (err: unknown) => unknown = (err) => err): void {
+  const list = unanswered.get(conn);
+  if (list === undefined) throw new Error('sendWithoutWaiting: the connection is not in a write transaction.');
+  // stays in the socket's buffer until a statement that waits is written (uncork below)
+  cork(conn);
+  // handled at once: an answer nobody waits for (a rolled-back transaction) must not surface as
+  // an unhandled rejection
+  list.push(conn.query(query).then(() => undefined, mapError));
+}
+
+/**
+ * Sends `query` and answers its result, after the answers of the statements sent before it
+ * without waiting (one round trip for all of them). When one of those failed, throws the first
+ * such failure instead: `query` itself then failed or ran in an aborted transaction.
+ */
+export async function queryInOrder(conn: PgClient, query: Parameters<PgClient['query']>[0]): Promise<PgResult> {
+  const earlier = takeUnanswered(conn);
+  if (earlier.length === 0) return conn.query(query);
+  const own = conn.query(query);
+  uncork(conn);
+  const failure = await firstFailure(earlier);
+  if (failure !== undefined) {
+    own.catch(() => undefined);
+    throw failure;
+  }
+  return own;
+}
+
+/**
+ * Sends `query` and waits for it, ignoring what the statements sent before it without waiting
+ * failed with: for ROLLBACK and ROLLBACK TO SAVEPOINT, which undo their work whatever it was.
+ */
+export async function queryDiscardingEarlier(conn: PgClient, query: string): Promise<PgResult> {
+  const earlier = takeUnanswered(conn);
+  const own = conn.query(query);
+  uncork(conn);
+  await Promise.all(earlier);
+  return own;
+}
+
+/** Waits for the statements sent without waiting on `conn`; throws the first one's failure. */
+export async function awaitUnanswered(conn: PgClient): Promise<void> {
+  uncork(conn);
+  const failure = await firstFailure(takeUnanswered(conn));
+  if (failure !== undefined) throw failure;
+}
+
+function takeUnanswered(conn: PgClient): Promise<unknown>[] {
+  const list = unanswered.get(conn);
+  if (list === undefined || list.length === 0) return [];
+  unanswered.set(conn, []);
+  return list;
+}
+
+async function firstFailure(answers: Promise<unknown>[]): Promise<unknown> {
+  return (await Promise.all(answers)).find((failure) => failure !== undefined);
+}

@@ -206,6 +206,16 @@ describeEachDatabase('the change feed', (t) => {
     } finally {
       await trx.rollback();
     }
+    // a write transaction's own handle reads inside that transaction: it finds its own event
+    // (on Postgres the event's insert was sent without waiting and is answered first)
+    const own = await beginWriteTransaction(t.db.knex);
+    try {
+      const ownId = await recordEvent(own.knex, orgId, { type: 'site.created', data: { id: 'site_ownread', name: 'Own' } });
+      expect(committedReads(own.knex)).toBe(own.knex);
+      expect(await findEvent(committedReads(own.knex), orgId, ownId)).toMatchObject({ id: ownId, type: 'site.created' });
+    } finally {
+      await own.rollback();
+    }
     if (t.kind !== 'sqlite') return;
 
     // SQLite: a write whose COMMIT fails after it left its group commit, read meanwhile. The

@@ -6,6 +6,7 @@ import { Dialect } from './databaseErrors';
 import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteCheckpoints';
 import { commitOtherBatches } from './sqliteGroupCommit';
 import { isPipelining, queryInOrder, sendWithoutWaiting } from './pgPipeline';
+import { readsShareAConnection, sharedReadConnection } from './sharedReads';
 export type { Dialect };
 
 export interface Database {
@@ -133,9 +134,14 @@ function cacheStatements(conn: { prepare(sql: string): unknown }): void {
  * and given back to its pool, or the transaction's own connection when `db` is a transaction —
  * straight through the driver. For the statements every request runs (the key lookup, a read
  * by id): Knex's builder, runner and response layers cost more than the statement itself
- * there (bench/README.md, profile). On SQLite the connection's statement cache serves it.
+ * there (bench/README.md, profile). On SQLite the connection's statement cache serves it. On
+ * Postgres outside a transaction it rides the connection the point reads share
+ * (storage/sharedReads.ts): only short point reads by an index belong here, since a slow one
+ * would hold up every read behind it.
  */
 export async function selectRows<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
+  // Postgres, outside a transaction: on the connection the point reads share (storage/sharedReads.ts)
+  if (readsShareAConnection(db)) return (await (await sharedReadConnection(db)).query(pgStatement(sql, bindings))).rows as T[];
   return onDriverConnection(db, async (conn, pg) => (pg ? (await queryInOrder(conn, pgStatement(sql, bindings))).rows : conn.prepare(sql).all(...bindings)) as T[]);
 }
 
@@ -145,7 +151,8 @@ export async function selectRows<T>(db: Knex, sql: string, bindings: readonly Bi
  * For the writes every request makes (the event of a write).
  */
 export async function writeReturning<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
-  return selectRows<T>(db, sql, bindings);
+  // never on the connection the point reads share: a write waits on its own connection
+  return onDriverConnection(db, async (conn, pg) => (pg ? (await queryInOrder(conn, pgStatement(sql, bindings))).rows : conn.prepare(sql).all(...bindings)) as T[]);
 }
 
 /**

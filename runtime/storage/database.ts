@@ -142,7 +142,7 @@ function cacheStatements(conn: { prepare(sql: string): unknown }): void {
 export async function selectRows<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
   // Postgres, outside a transaction: on the connection the point reads share (storage/sharedReads.ts)
   if (readsShareAConnection(db)) return (await (await sharedReadConnection(db)).query(pgStatement(sql, bindings))).rows as T[];
-  return onDriverConnection(db, async (conn, pg) => (pg ? (await queryInOrder(conn, pgStatement(sql, bindings))).rows : conn.prepare(sql).all(...bindings)) as T[]);
+  return rowsOnOwnConnection<T>(db, sql, bindings);
 }
 
 /**
@@ -152,6 +152,11 @@ export async function selectRows<T>(db: Knex, sql: string, bindings: readonly Bi
  */
 export async function writeReturning<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
   // never on the connection the point reads share: a write waits on its own connection
+  return rowsOnOwnConnection<T>(db, sql, bindings);
+}
+
+/** The rows of one statement on the transaction's connection, or on one taken from the pool. */
+async function rowsOnOwnConnection<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
   return onDriverConnection(db, async (conn, pg) => (pg ? (await queryInOrder(conn, pgStatement(sql, bindings))).rows : conn.prepare(sql).all(...bindings)) as T[]);
 }
 
@@ -173,7 +178,13 @@ export async function runStatement(db: Knex, sql: string, bindings: readonly Bin
  * needs it to have changed something. Elsewhere it runs and is waited for, and its failure is
  * thrown here.
  */
-export async function sendInTransaction(db: Knex, sql: string, bindings: readonly Binding[], mapError: (err: unknown) => unknown = (err) => err): Promise<void> {
+export async function sendInTransaction(
+  db: Knex,
+  sql: string,
+  bindings: readonly Binding[],
+  /** Answers the error to throw for the statement's failure (never undefined). */
+  mapError: (err: unknown) => unknown = (err) => err,
+): Promise<void> {
   await onDriverConnection(db, async (conn, pg) => {
     try {
       if (!pg) conn.prepare(sql).run(...bindings);

@@ -3,8 +3,8 @@
  * goes on (BEGIN, a SAVEPOINT, the event of a write, the stored answer of an Idempotency-Key)
  * without waiting for that answer: they travel with the next statement that needs one, or with
  * COMMIT. node-postgres' pipeline mode (`pipeline: true`, set in storage/database.ts) writes a
- * query while earlier ones are unanswered, and Postgres answers them in order. A keyed write
- * waits for three round trips instead of seven, an unkeyed one for two instead of four
+ * query while earlier ones are unanswered, and Postgres answers them in order. A keyed log
+ * write waits for two round trips instead of seven, an unkeyed one for one instead of four
  * (docs/architecture.md, "Postgres round trips"). The statements sent without waiting stay in
  * the socket's buffer (corked) until the statement that waits is written behind them: one
  * system call for all of them.

@@ -11,7 +11,9 @@ import { startServerProcess, ServerProcess } from './support/serverProcess';
  * must not meet the first run's Idempotency-Keys or names). The only edits are the two
  * placeholders a reader fills in: the address and the key. `curl` is wrapped to log each
  * answer's status, so every call is checked against the output the README shows under its
- * block: an error where the README shows one (with the same `code`), a 2xx everywhere else.
+ * block: an error where the README shows one (with the same `code`), a 2xx everywhere else, and
+ * the values the README shows are the values answered (see `differences` for what a run makes
+ * anew and is compared by type only).
  */
 
 const README = path.resolve(__dirname, '..', 'README.md');
@@ -42,6 +44,14 @@ function walkthroughSteps(markdown: string): Step[] {
     steps.push({ script: fence.text, shown: follows ? next.text.trim().split('\n') : [] });
   });
   return steps;
+}
+
+function parseOrText(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    return body;
+  }
 }
 
 interface Call {
@@ -76,6 +86,69 @@ function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: st
   }
   return { calls, output: `${result.stdout}\n${result.stderr}`, exit: result.status };
 }
+
+/**
+ * Where a shown line and an answer differ, field by field, for the fields the line shows (a line
+ * is often a jq projection of the answer: only its fields are compared). Values a run makes
+ * anew — ids, request ids, secrets, times, names carrying the run's `$RUN`, and sequence numbers
+ * (database-wide) — are compared by type; every other value must be the one the README shows.
+ */
+function differences(shown: unknown, actual: unknown, at = ''): string[] {
+  // a line that shows a list answer's items (`jq '[.data[] | …]'`): the subscription's deliveries.
+  // How they went depends on the README's receiver (`node receiver.js`), which this test does not
+  // run: their outcome fields are only checked to be there.
+  const listed = (actual as { data?: unknown } | null)?.data;
+  if (at === '' && Array.isArray(shown) && Array.isArray(listed)) {
+    if (shown.length !== listed.length) return [`shown ${shown.length} items, answered ${listed.length}`];
+    return shown.flatMap((item, i) => differences(withoutReceiverOutcome(item), listed[i], `.data[${i}]`));
+  }
+  if (Array.isArray(shown)) {
+    if (!Array.isArray(actual)) return [`${at}: shown an array, answered ${JSON.stringify(actual)}`];
+    if (shown.length !== actual.length) return [`${at}: shown ${shown.length} items, answered ${actual.length}`];
+    return shown.flatMap((item, i) => differences(item, actual[i], `${at}[${i}]`));
+  }
+  if (shown !== null && typeof shown === 'object') {
+    // a line that shows one item of a list answer (`jq '.data[0] | …'`): the item it matches best
+    const items = (actual as { data?: unknown } | null)?.data;
+    if (at === '' && Array.isArray(items) && !Object.keys(shown).some((key) => key in (actual as object))) {
+      if (items.length === 0) return ['shown an item, answered an empty list'];
+      return items.map((item) => differences(shown, item, '.data[]')).reduce((best, d) => (d.length < best.length ? d : best));
+    }
+    if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return [`${at}: shown an object, answered ${JSON.stringify(actual)}`];
+    return Object.entries(shown).flatMap(([key, value]) =>
+      key in actual
+        ? RUN_MADE_FIELDS.has(key) ? sameType(value, (actual as Record<string, unknown>)[key], `${at}.${key}`) : differences(value, (actual as Record<string, unknown>)[key], `${at}.${key}`)
+        // a field jq made from the answer's run-made values (`ids: [.data[].id]`) is not in it by that name
+        : runMade(value) ? [] : [`${at}.${key}: shown, not in the answer`]);
+  }
+  if (shown === ANY) return [];
+  if (typeof shown === 'string' && RUN_MADE_VALUE.test(shown)) return sameType(shown, actual, at);
+  // elided where the README leaves a secret out (`whsec_…`): the answer starts the same
+  if (typeof shown === 'string' && shown.endsWith('…')) return typeof actual === 'string' && actual.startsWith(shown.slice(0, -1)) ? [] : [`${at}: shown ${JSON.stringify(shown)}, answered ${JSON.stringify(actual)}`];
+  return shown === actual ? [] : [`${at}: shown ${JSON.stringify(shown)}, answered ${JSON.stringify(actual)}`];
+}
+
+/** A delivery as shown, its outcome fields (what the receiver answered) replaced by "any value". */
+function withoutReceiverOutcome(item: unknown): unknown {
+  if (item === null || typeof item !== 'object') return item;
+  return Object.fromEntries(Object.entries(item).map(([key, value]) => [key, RECEIVER_OUTCOME.has(key) ? ANY : value]));
+}
+const RECEIVER_OUTCOME = new Set(['status', 'attempts', 'lastResponseStatus']);
+/** Matches any answered value (the field must still be in the answer). */
+const ANY = Symbol('any value');
+
+function runMade(value: unknown): boolean {
+  return typeof value === 'string' ? RUN_MADE_VALUE.test(value) : Array.isArray(value) && value.length > 0 && value.every(runMade);
+}
+
+function sameType(shown: unknown, actual: unknown, at: string): string[] {
+  return typeof shown === typeof actual && (shown === null) === (actual === null) ? [] : [`${at}: shown ${JSON.stringify(shown)}, answered ${JSON.stringify(actual)}`];
+}
+
+/** Fields whose value a run makes anew whatever it looks like. */
+const RUN_MADE_FIELDS = new Set(['sequence', 'requestId', 'error']);
+/** Ids (`site_…`), request ids, secrets, times, and values carrying a run's `$RUN` (ten digits or more). */
+const RUN_MADE_VALUE = /^[a-z]{3,5}_[0-9a-zA-Z_-]{16,}$|^\d{4}-\d{2}-\d{2}(T[\d:.]+Z?)?$|\d{10}/;
 
 /** What the README promises for one call: an error code it shows, or success. */
 function expectation(shownLine: string): { code: string } | 'success' {
@@ -114,7 +187,7 @@ describeWithTools('README walk-through run as written', () => {
       if (workDir) fs.rmSync(workDir, { recursive: true, force: true });
     });
 
-    it('succeeds at every step, shows the errors the README shows, and runs again', () => {
+    it('succeeds at every step, answers the values and errors the README shows, and runs again', () => {
       const steps = walkthroughSteps(fs.readFileSync(README, 'utf8'));
       const key = t.auth.replace(/^Bearer /, '');
       const firstIds: string[] = [];
@@ -127,6 +200,8 @@ describeWithTools('README walk-through run as written', () => {
           calls.forEach((call, j) => {
             const expected = expectation(step.shown[j]);
             const context = { round, block: i, call: j, status: call.status, body: call.body };
+            // the values the README shows are the values a reader gets
+            expect({ ...context, differences: differences(JSON.parse(step.shown[j]), parseOrText(call.body)) }).toEqual({ ...context, differences: [] });
             if (expected === 'success') {
               expect({ ...context, ok: call.status >= 200 && call.status < 300 }).toEqual({ ...context, ok: true });
             } else {

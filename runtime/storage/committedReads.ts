@@ -1,4 +1,5 @@
 import knex, { Knex } from 'knex';
+import { closeWithHandle } from './closeWithHandle';
 import { dialectOf } from './databaseErrors';
 
 /**
@@ -44,17 +45,10 @@ export function committedReads(db: Knex): Knex {
     });
     reader = opened;
     readers.set(db, opened);
-    // closed with `db`: Knex's destroy() is its client's (the instance's own property is read-only)
-    const client = db.client as { destroy(callback?: unknown): Promise<void> };
-    const destroy = client.destroy.bind(client);
-    client.destroy = async (callback?: unknown) => {
+    closeWithHandle(db.client, async () => {
       readers.delete(db);
-      try {
-        await opened.destroy();
-      } finally {
-        await destroy(callback);
-      }
-    };
+      await opened.destroy();
+    });
   }
   return reader;
 }

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import knex, { Knex } from 'knex';
+import type { QueryConfig } from 'pg';
 
 import { Dialect } from './databaseErrors';
 import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteCheckpoints';
@@ -222,7 +223,9 @@ async function onDriverConnection<R>(db: Knex, work: (conn: any, pg: boolean) =>
  * The set of texts is fixed by the code; the bound is a guard.
  */
 const pgTexts = new Map<string, { name: string; text: string }>();
-function pgStatement(sql: string, values: readonly Binding[]): { name?: string; text: string; values: readonly Binding[] } {
+function pgStatement(sql: string, bindings: readonly Binding[]): QueryConfig<Binding[]> {
+  // node-postgres reads the values, never changes them
+  const values = bindings as Binding[];
   let known = pgTexts.get(sql);
   if (known === undefined) {
     let n = 0;

@@ -19,17 +19,11 @@
  * bookkeeping of its sockets, never shared state.
  */
 
-/** What this module uses of a node-postgres client. */
-export interface PgClient {
-  query(config: string | { name?: string; text: string; values?: readonly unknown[] }): Promise<PgResult>;
-  /** node-postgres' protocol connection; its socket is what node-postgres itself corks while it writes one query. */
-  connection?: { stream?: { cork?(): void; uncork?(): void } };
-}
-export interface PgResult {
-  rows: unknown[];
-  rowCount: number | null;
-  command: string;
-}
+import type { Client, QueryConfig, QueryResult } from 'pg';
+
+/** A node-postgres client, as Knex's pool hands it out. */
+export type PgClient = Client;
+type Query = string | QueryConfig;
 
 /** Per connection in a write transaction: what each statement sent without waiting failed with (undefined: it succeeded). */
 const unanswered = new WeakMap<PgClient, Promise<unknown>[]>();
@@ -44,14 +38,14 @@ const corked = new WeakSet<PgClient>();
 
 function cork(conn: PgClient): void {
   if (corked.has(conn)) return;
-  conn.connection?.stream?.cork?.();
+  conn.connection.stream.cork();
   corked.add(conn);
 }
 
 /** Writes out what was sent without waiting (and the statement written after it, if any). */
 function uncork(conn: PgClient): void {
   if (!corked.delete(conn)) return;
-  conn.connection?.stream?.uncork?.();
+  conn.connection.stream.uncork();
 }
 
 /** Whether `conn` is held by a write transaction that sends statements without waiting. */
@@ -69,7 +63,7 @@ export function endPipelining(conn: PgClient): void {
  * Sends `query` now and goes on without its answer; its failure (as `mapError` makes it) is
  * thrown by the next statement that waits on `conn`. Only while `conn` is pipelining.
  */
-export function sendWithoutWaiting(conn: PgClient, query: Parameters<PgClient['query']>[0], mapError: (err: unknown) => unknown = (err) => err): void {
+export function sendWithoutWaiting(conn: PgClient, query: Query, mapError: (err: unknown) => unknown = (err) => err): void {
   const list = unanswered.get(conn);
   if (list === undefined) throw new Error('sendWithoutWaiting: the connection is not in a write transaction.');
   // stays in the socket's buffer until a statement that waits is written (uncork below)
@@ -84,7 +78,7 @@ export function sendWithoutWaiting(conn: PgClient, query: Parameters<PgClient['q
  * without waiting (one round trip for all of them). When one of those failed, throws the first
  * such failure instead: `query` itself then failed or ran in an aborted transaction.
  */
-export async function queryInOrder(conn: PgClient, query: Parameters<PgClient['query']>[0]): Promise<PgResult> {
+export async function queryInOrder(conn: PgClient, query: Query): Promise<QueryResult> {
   const earlier = takeUnanswered(conn);
   if (earlier.length === 0) return conn.query(query);
   const own = conn.query(query);
@@ -101,7 +95,7 @@ export async function queryInOrder(conn: PgClient, query: Parameters<PgClient['q
  * Sends `query` and waits for it, ignoring what the statements sent before it without waiting
  * failed with: for ROLLBACK and ROLLBACK TO SAVEPOINT, which undo their work whatever it was.
  */
-export async function queryDiscardingEarlier(conn: PgClient, query: string): Promise<PgResult> {
+export async function queryDiscardingEarlier(conn: PgClient, query: string): Promise<QueryResult> {
   const earlier = takeUnanswered(conn);
   const own = conn.query(query);
   uncork(conn);

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { closeWithHandle } from './closeWithHandle';
 import type { PgClient } from './pgPipeline';
 
 /**
@@ -23,7 +24,10 @@ export function sharedReadConnection(db: Knex): Promise<PgClient> {
   if (shared === undefined) {
     shared = open(client);
     connections.set(client, shared);
-    closeWithHandle(client);
+    if (!closing.has(client)) {
+      closing.add(client);
+      closeWithHandle(client, () => closeShared(client));
+    }
   }
   return shared;
 }
@@ -36,12 +40,8 @@ export function readsShareAConnection(db: Knex): boolean {
 
 /** What this module uses of Knex's Postgres client. */
 interface RawConnections {
-  acquireRawConnection(): Promise<PgClient & Disposable>;
-  destroyRawConnection(conn: unknown): Promise<void>;
-  destroy(callback?: unknown): Promise<void>;
-}
-interface Disposable {
-  on(event: 'error' | 'end', listener: () => void): void;
+  acquireRawConnection(): Promise<PgClient>;
+  destroyRawConnection(conn: PgClient): Promise<void>;
 }
 
 const connections = new WeakMap<RawConnections, Promise<PgClient>>();
@@ -68,17 +68,10 @@ function open(client: RawConnections): Promise<PgClient> {
   return opening;
 }
 
-/** Knex's destroy() is its client's (the instance's own property is read-only): closes the shared connection first. */
-function closeWithHandle(client: RawConnections): void {
-  if (closing.has(client)) return;
-  closing.add(client);
-  const destroy = client.destroy.bind(client);
-  client.destroy = async (callback?: unknown) => {
-    const shared = connections.get(client);
-    connections.delete(client);
-    if (shared !== undefined) {
-      await shared.then((conn) => client.destroyRawConnection(conn), () => undefined).catch(() => undefined);
-    }
-    await destroy(callback);
-  };
+/** Closes the shared connection of a handle being destroyed (the one open now, if any). */
+async function closeShared(client: RawConnections): Promise<void> {
+  const shared = connections.get(client);
+  connections.delete(client);
+  if (shared === undefined) return;
+  await shared.then((conn) => client.destroyRawConnection(conn), () => undefined).catch(() => undefined);
 }

@@ -44,22 +44,26 @@ describeEachDatabase('Postgres round trips of a write', (t) => {
   itOnPostgres('a log write waits for Postgres once without an Idempotency-Key and twice with one, and both commit', async () => {
     const { keyId, orgId } = await authenticate(t.db.knex, t.auth);
     // warm: the pool's connections exist and have prepared the statements
-    for (let i = 0; i < 3; i++) await runWrite(t.db.knex, settings, undefined, 'req_warm', logWrite(orgId));
+    for (let i = 0; i < 3; i++) await runWrite(t.db.knex, settings, { orgId, requestId: 'req_warm' }, logWrite(orgId));
 
-    const plain = await roundTrips(() => runWrite(t.db.knex, settings, undefined, 'req_plain', logWrite(orgId)));
-    // BEGIN, the ordered insert, the event and COMMIT in one flight
+    const plain = await roundTrips(() => runWrite(t.db.knex, settings, { orgId, requestId: 'req_plain' }, logWrite(orgId)));
+    // BEGIN, the organization's write lock (runtime/storage/pgGroupCommit.ts), the ordered
+    // insert, the event and COMMIT in one flight
     expect({ started: plain.started, statements: plain.statements }).toEqual({ started: 1, statements: expect.arrayContaining([expect.stringMatching(/^waits: BEGIN/), expect.stringMatching(/^rides: COMMIT/)]) });
-    expect(plain.statements).toHaveLength(4);
+    expect(plain.statements).toHaveLength(5);
+    expect(plain.statements[1]).toMatch(/^rides: select pg_advisory_xact_lock\(hashtext\('w/);
 
     const keyed = await roundTrips(() =>
-      runWrite(t.db.knex, settings, { apiKeyId: keyId, key: 'roundtrips-1', fingerprint: fingerprint('post', '/v1/logs', body) }, 'req_keyed', logWrite(orgId)),
+      runWrite(t.db.knex, settings, { orgId, keyed: { apiKeyId: keyId, key: 'roundtrips-1', fingerprint: fingerprint('post', '/v1/logs', body) }, requestId: 'req_keyed' }, logWrite(orgId)),
     );
-    // BEGIN with the claim (whose answer decides what follows); then the savepoint, the insert,
-    // the event, the stored answer and COMMIT
+    // BEGIN with the claim (whose answer decides what follows); then the organization's write
+    // lock, the insert, the event, the stored answer and COMMIT. A request's write is a
+    // member of a shared transaction (runtime/storage/pgGroupCommit.ts), which has no savepoints.
     expect(keyed.started).toBe(2);
     expect(keyed.statements).toHaveLength(7);
     expect(keyed.statements[0]).toMatch(/^waits: BEGIN/);
-    expect(keyed.statements[2]).toMatch(/^waits: savepoint/);
+    expect(keyed.statements[1]).toMatch(/^rides: with l as \(select pg_try_advisory_xact_l/);
+    expect(keyed.statements[2]).toMatch(/^waits: select pg_advisory_xact_lock\(hashtext\('w/);
     expect(keyed.statements[6]).toMatch(/^rides: COMMIT/);
 
     const logs = await t.db.knex('logs').where({ org_id: orgId, entity_id: 'chk_roundtrips' }).select('id');
@@ -72,8 +76,8 @@ describeEachDatabase('Postgres round trips of a write', (t) => {
   it('a log write commits the log, its event and the stored answer together, and a replay returns the stored answer', async () => {
     const { keyId, orgId } = await authenticate(t.db.knex, t.auth);
     const keyed = { apiKeyId: keyId, key: 'roundtrips-2', fingerprint: fingerprint('post', '/v1/logs', body) };
-    const first = await runWrite(t.db.knex, settings, keyed, 'req_1', logWrite(orgId));
-    const again = await runWrite(t.db.knex, settings, keyed, 'req_2', logWrite(orgId));
+    const first = await runWrite(t.db.knex, settings, { orgId, keyed, requestId: 'req_1' }, logWrite(orgId));
+    const again = await runWrite(t.db.knex, settings, { orgId, keyed, requestId: 'req_2' }, logWrite(orgId));
     expect(first.replayed).toBe(false);
     expect(again).toEqual({ reply: { status: 201, headers: {}, body: first.reply.body }, replayed: true });
     const id = (first.reply.body as { id: string }).id;

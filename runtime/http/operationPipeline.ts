@@ -69,7 +69,7 @@ export async function runOperation(
   // a handler's `prepare` (http/handler.ts) runs outside the transaction, before it begins
   let prepared: unknown;
   const prepare = handler.prepare && (async () => { prepared = await handler.prepare!(input); });
-  const { reply, replayed } = await runWrite(deps.db, deps.idempotency, keyed, context.requestId, (trx) => handler({ ...input, db: trx, prepared }), prepare);
+  const { reply, replayed } = await runWrite(deps.db, deps.idempotency, { orgId: principal.orgId, requestId: context.requestId, keyed }, (trx) => handler({ ...input, db: trx, prepared }), prepare);
   if (replayed) res.set('Idempotent-Replayed', 'true');
   send(res, reply);
 }

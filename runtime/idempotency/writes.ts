@@ -2,6 +2,8 @@ import type { Knex } from 'knex';
 import { ApiError, errorBody } from '../errors';
 import type { Reply } from '../reply';
 import { inWriteTransaction } from '../storage/writeTransaction';
+import { inBatchOfItsOwn, inBatchOrAlone } from '../storage/pgGroupCommit';
+import { dialectOf } from '../storage/databaseErrors';
 import {
   claimIdempotencyKey,
   Claimed,
@@ -20,6 +22,13 @@ export interface KeyedRequest {
   fingerprint: string;
 }
 
+/** A write request: its organization, its id, and its Idempotency-Key if it sent one. */
+export interface WriteRequest {
+  orgId: string;
+  requestId: string;
+  keyed?: KeyedRequest;
+}
+
 /**
  * Runs one write operation (`work`, given the request's transaction) and answers its reply.
  * Without a key: one transaction. With a key: claim it, replay a stored answer
@@ -34,8 +43,22 @@ export interface KeyedRequest {
 export async function runWrite(
   db: Knex,
   settings: IdempotencySettings,
-  keyed: KeyedRequest | undefined,
-  requestId: string,
+  request: WriteRequest,
+  work: (trx: Knex) => Promise<Reply>,
+  prepare?: () => Promise<void>,
+): Promise<{ reply: Reply; replayed: boolean }> {
+  const attempt = (handle: Knex) => runWriteOnce(handle, settings, request, work, prepare);
+  if (dialectOf(db) !== 'postgres') return attempt(db);
+  // Postgres: the writes of one organization in one turn share a transaction and its commit
+  // (storage/pgGroupCommit.ts); a write with a `prepare` step, which waits on the network, has a
+  // transaction of its own, behind the same organization's write lock
+  return prepare === undefined ? inBatchOrAlone(db, request.orgId, attempt) : inBatchOfItsOwn(db, request.orgId, attempt);
+}
+
+async function runWriteOnce(
+  db: Knex,
+  settings: IdempotencySettings,
+  { keyed, requestId }: WriteRequest,
   work: (trx: Knex) => Promise<Reply>,
   prepare?: () => Promise<void>,
 ): Promise<{ reply: Reply; replayed: boolean }> {

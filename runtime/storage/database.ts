@@ -8,6 +8,7 @@ import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteC
 import { commitOtherBatches } from './sqliteGroupCommit';
 import { isPipelining, queryInOrder, sendWithoutWaiting } from './pgPipeline';
 import { readsShareAConnection, sharedReadConnection } from './sharedReads';
+import { noteChange } from './lentKnex';
 export type { Dialect };
 
 export interface Database {
@@ -152,6 +153,7 @@ export async function selectRows<T>(db: Knex, sql: string, bindings: readonly Bi
  * For the writes every request makes (the event of a write).
  */
 export async function writeReturning<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
+  noteChange(db);
   // never on the connection the point reads share: a write waits on its own connection
   return rowsOnOwnConnection<T>(db, sql, bindings);
 }
@@ -167,6 +169,7 @@ async function rowsOnOwnConnection<T>(db: Knex, sql: string, bindings: readonly 
  * Idempotency-Key's row, the ordered insert of a listed table).
  */
 export async function runStatement(db: Knex, sql: string, bindings: readonly Binding[]): Promise<number> {
+  noteChange(db);
   return onDriverConnection(db, async (conn, pg) => (pg ? (await queryInOrder(conn, pgStatement(sql, bindings))).rowCount ?? 0 : conn.prepare(sql).run(...bindings).changes) as number);
 }
 
@@ -186,6 +189,7 @@ export async function sendInTransaction(
   /** Answers the error to throw for the statement's failure (never undefined). */
   mapError: (err: unknown) => unknown = (err) => err,
 ): Promise<void> {
+  noteChange(db);
   await onDriverConnection(db, async (conn, pg) => {
     try {
       if (!pg) conn.prepare(sql).run(...bindings);

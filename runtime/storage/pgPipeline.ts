@@ -6,8 +6,8 @@
  * query while earlier ones are unanswered, and Postgres answers them in order. A keyed log
  * write waits for two round trips instead of seven, an unkeyed one for one instead of four
  * (docs/architecture.md, "Postgres round trips"). The statements sent without waiting stay in
- * the socket's buffer (corked) until the statement that waits is written behind them: one
- * system call for all of them.
+ * the socket's buffer (corked) until the statement that waits is written behind them, or the
+ * end of the turn of the event loop: one system call for all of them.
  *
  * Each statement still succeeds or fails on its own; in a transaction, a failure aborts it, every
  * later statement of the transaction fails, and its COMMIT rolls back. So a statement sent this
@@ -15,8 +15,8 @@
  * next statement that waits (or the COMMIT), and the transaction rolls back.
  *
  * The list is per connection and exists only while one of our write transactions holds that
- * connection (storage/writeTransaction.ts opens and closes it); it is this process's own
- * bookkeeping of its sockets, never shared state.
+ * connection (storage/writeTransaction.ts and storage/pgGroupCommit.ts open and close it); it is
+ * this process's own bookkeeping of its sockets, never shared state.
  */
 
 import type { Client, QueryConfig, QueryResult } from 'pg';
@@ -40,6 +40,11 @@ function cork(conn: PgClient): void {
   if (corked.has(conn)) return;
   conn.connection.stream.cork();
   corked.add(conn);
+  // at the latest at the end of this turn of the event loop: a statement that waits and is not
+  // written by this module (Knex's own, through the transaction's instance) may be written
+  // behind the corked ones by another user of the connection (a batch member,
+  // storage/pgGroupCommit.ts), and must not stay in the buffer
+  setImmediate(uncork, conn);
 }
 
 /** Writes out what was sent without waiting (and the statement written after it, if any). */

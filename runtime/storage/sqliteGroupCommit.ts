@@ -1,3 +1,5 @@
+import { discardFromPool, type ConnectionPool } from './connectionPool';
+
 /**
  * Group commit for the write transactions of one SQLite connection.
  *
@@ -41,21 +43,6 @@
 export interface SqliteConnection {
   prepare(sql: string): { run(): unknown };
   readonly inTransaction: boolean;
-}
-
-/** What this module uses of Knex's client: its pool. */
-export interface ConnectionPool {
-  acquireConnection(): Promise<unknown>;
-  releaseConnection(conn: unknown): Promise<void>;
-}
-
-/**
- * Marks a connection that may still hold a transaction (its ROLLBACK failed) so that Knex's pool
- * discards it when it is given back instead of handing it out again (other statements would join
- * that transaction): the pool's own mark for a broken connection (its `connectionIsDisposed`).
- */
-export function discardFromPool(conn: object, cause: unknown): void {
-  (conn as { __knex__disposed?: unknown }).__knex__disposed = cause;
 }
 
 /** At most this many write transactions commit together (bounds how long a member waits). */

@@ -2,6 +2,7 @@ import { Knex } from 'knex';
 import type { Reply } from '../../reply';
 import { runStatement, selectRows, sendInTransaction, writeReturning } from '../database';
 import { dialectOf } from '../databaseErrors';
+import { noteChange } from '../lentKnex';
 
 /**
  * The SQL of the `idempotency_keys` table. The claim state machine, its decisions and its
@@ -125,6 +126,9 @@ export async function tryLockAndClaimKey(trx: Knex, fresh: IdempotencyRow): Prom
     fresh.api_key_id, fresh.idempotency_key,
   ]);
   const { locked, inserted, ...row } = result;
+  // a write only when it inserted (storage/lentKnex.ts counts what a transaction may have changed);
+  // one that never waits: the key's lock was tried, and whoever holds it inserts the row
+  if (Number(inserted) === 1) noteChange(trx, false);
   return { locked: locked === true, inserted: Number(inserted) === 1, row: row.api_key_id == null ? undefined : (row as IdempotencyRow) };
 }
 

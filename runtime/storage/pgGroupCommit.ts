@@ -1,0 +1,325 @@
+import type { Knex } from 'knex';
+import { discardFromPool, type ConnectionPool } from './connectionPool';
+import { endPipelining, queryDiscardingEarlier, queryInOrder, sendWithoutWaiting, startPipelining, type PgClient } from './pgPipeline';
+import { LendingTransaction, lendTo, type LentKnex, type WriteTransaction } from './lentKnex';
+
+/**
+ * Group commit for the write requests of one Postgres server process.
+ *
+ * Every write of an organization takes that organization's locks (the ordered insert's and the
+ * event's: storage/orderedInsert.ts, the events repository) and holds them until its COMMIT has
+ * been flushed to the WAL, so that rows become visible in the order of their `seq`. The writers
+ * of one organization therefore pass one at a time, each waiting for the flush of the one before
+ * — with a key, that flush and its wake-ups were two thirds of the write's time (bench/README.md).
+ * So the write requests that arrive in the same turn of the event loop share one transaction on
+ * one connection, and one flush:
+ *
+ * - The first one begins the batch (BEGIN, sent without waiting); the batch takes the requests of
+ *   the current turn (it closes at its end, setImmediate) up to MAX_PG_BATCH. Their statements
+ *   go out pipelined on the batch's connection (storage/pgPipeline.ts), interleaved as the requests
+ *   run, and the batch commits once all of them have finished.
+ * - No savepoints: Postgres' savepoints nest, and the members interleave. Instead, a member whose
+ *   work fails after it changed something marks the batch failed, and the batch rolls back
+ *   (a member that changed nothing — a replay, a 404 — just leaves). A statement error aborts the
+ *   whole transaction the same way, and its COMMIT rolls back.
+ * - When a batch rolled back for certain (Postgres answered its COMMIT with ROLLBACK, or it failed
+ *   and a ROLLBACK on the same connection then succeeded), every one of its requests runs again,
+ *   alone, in a transaction of its own (inBatchOrAlone): none of their work was kept, so running it
+ *   again is safe, and alone each gets exactly the answer it would have got without batching —
+ *   the one that failed fails again, with its own error.
+ * - When the outcome is unknown (the connection was lost around the COMMIT), nothing runs again:
+ *   every member gets the error, as a write whose COMMIT was lost always did.
+ * - Each member is answered only after the batch's COMMIT: what a client is told is stored, is.
+ *
+ * Only the requests' writes (idempotency/writes.ts) are batched, and only those without a step
+ * that waits on the network (a handler's `prepare`): a batch holds the organization's locks until
+ * its last member has finished. A write with such a step runs in a batch of its own
+ * (inBatchOfItsOwn), which takes the organization's write lock the same way, after that step.
+ * Everything else (the delivery engine, the purges, the API-key commands) begins a transaction of
+ * its own (storage/writeTransaction.ts). SQLite has its own group commit
+ * (storage/sqliteGroupCommit.ts).
+ */
+
+/** At most this many requests share one batch (bounds how long a member waits for the others). */
+export const MAX_PG_BATCH = 16;
+
+type Outcome = 'committed' | 'rolled back';
+
+class PgBatch {
+  readonly conn: Promise<PgClient>;
+  members = 0;
+  finished = 0;
+  /** No member joins any more (the turn ended, or it is full). */
+  closed = false;
+  /** A member that changed something was rolled back: the batch must roll back. */
+  failed = false;
+  private orgLocked = false;
+  private settling = false;
+  /** Resolves once the batch ended; rejects when the outcome of its COMMIT is unknown. */
+  readonly outcome: Promise<Outcome>;
+  private end!: { resolve(o: Outcome): void; reject(err: unknown): void };
+
+  constructor(
+    readonly pool: ConnectionPool,
+    readonly orgId: string,
+  ) {
+    this.outcome = new Promise<Outcome>((resolve, reject) => {
+      this.end = { resolve, reject };
+    });
+    // read by every member; never an unhandled rejection when none is left to read it
+    this.outcome.catch(() => undefined);
+    this.conn = (async () => {
+      const conn = (await pool.acquireConnection()) as PgClient;
+      startPipelining(conn);
+      // answered with the first statement that waits
+      sendWithoutWaiting(conn, 'BEGIN');
+      return conn;
+    })();
+    this.conn.catch((err) => this.end.reject(err));
+  }
+
+  /**
+   * Before the first statement of the batch that may change something or wait for a lock: the
+   * organization's write lock, sent without waiting (the statement behind it waits for it).
+   */
+  lockOrganization(conn: PgClient): void {
+    if (this.orgLocked) return;
+    this.orgLocked = true;
+    sendWithoutWaiting(conn, { name: 'fop_org_writes_lock', text: ORG_WRITES_LOCK_SQL, values: [this.orgId] });
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const open = openBatches.get(this.pool);
+    if (open?.get(this.orgId) === this) open.delete(this.orgId);
+    this.settleWhenDone();
+  }
+
+  memberDone(): void {
+    this.finished++;
+    this.settleWhenDone();
+  }
+
+  private settleWhenDone(): void {
+    if (!this.closed || this.finished < this.members || this.settling) return;
+    this.settling = true;
+    void this.settle();
+  }
+
+  private async settle(): Promise<void> {
+    let conn: PgClient;
+    try {
+      conn = await this.conn;
+    } catch {
+      return; // the batch never began: its members were told when they joined
+    }
+    let outcome: Outcome | undefined;
+    let failure: unknown;
+    if (!this.failed) {
+      try {
+        // with the answers of every statement the members sent without waiting
+        const done = await queryInOrder(conn, 'COMMIT');
+        outcome = done.command === 'ROLLBACK' ? 'rolled back' : 'committed';
+      } catch (err) {
+        failure = err;
+      }
+    }
+    if (outcome === 'committed') {
+      endPipelining(conn);
+      await this.pool.releaseConnection(conn);
+      this.end.resolve(outcome);
+      return;
+    }
+    // Rolled back, failed, or a COMMIT that threw: a ROLLBACK that succeeds on the same
+    // connection proves nothing was kept (the COMMIT, if it reached Postgres, rolled back)
+    let rolledBack = outcome === 'rolled back';
+    try {
+      await queryDiscardingEarlier(conn, 'ROLLBACK');
+      rolledBack = true;
+    } catch (err) {
+      discardFromPool(conn, err);
+    }
+    endPipelining(conn);
+    await this.pool.releaseConnection(conn);
+    if (rolledBack) this.end.resolve('rolled back');
+    else this.end.reject(failure ?? new Error('The group commit was lost with its connection.'));
+  }
+}
+
+/**
+ * The organization's write lock, taken by a batch before its first statement that may change
+ * something or wait for a lock: every lock a request's write takes (the ordered inserts', the
+ * event's, its rows') is taken behind it, so two batches never each hold a lock the other waits
+ * for. Before it come only the Idempotency-Keys' claims, which never wait (their key's lock is
+ * tried, not waited for), so that a duplicate of a running request is still refused at once.
+ * `writes` is not a table name (those name the ordered inserts' locks).
+ */
+const ORG_WRITES_LOCK_SQL = `select pg_advisory_xact_lock(hashtext('writes'), hashtext($1))`;
+
+/** Per connection pool (a database handle) and organization: the batch that takes members now. */
+const openBatches = new WeakMap<object, Map<string, PgBatch>>();
+
+function batchToJoin(db: Knex, orgId: string, alone: boolean): PgBatch {
+  const pool = db.client as unknown as ConnectionPool;
+  if (alone) {
+    // a batch of its own, closed to others from the start
+    const own = new PgBatch(pool, orgId);
+    own.members++;
+    own.close();
+    return own;
+  }
+  let open = openBatches.get(pool);
+  if (open === undefined) openBatches.set(pool, (open = new Map()));
+  let batch = open.get(orgId);
+  if (batch === undefined) {
+    const opened = new PgBatch(pool, orgId);
+    open.set(orgId, opened);
+    setImmediate(() => opened.close());
+    batch = opened;
+  }
+  batch.members++;
+  if (batch.members >= MAX_PG_BATCH) batch.close();
+  return batch;
+}
+
+/** Thrown by a member's commit when its batch rolled back: the request runs again, alone. */
+class BatchRolledBack extends Error {
+  constructor() {
+    super('The group commit this write joined rolled back; the write runs again on its own.');
+  }
+}
+
+class BatchMember extends LendingTransaction {
+  private changesAtSavepoint = 0;
+
+  constructor(
+    private readonly batch: PgBatch,
+    lent: LentKnex,
+    private readonly conn: PgClient,
+    /** The only member of its batch: its savepoints are real ones. */
+    private readonly alone: boolean,
+  ) {
+    super(lent);
+  }
+
+  async savepoint(name: string): Promise<void> {
+    this.mustBeOpen();
+    this.changesAtSavepoint = this.lent.changes();
+    // answered with the next statement that waits
+    if (this.alone) sendWithoutWaiting(this.conn, `savepoint ${name}`);
+  }
+
+  async rollbackToSavepoint(name: string): Promise<void> {
+    this.mustBeOpen();
+    // what the statements sent since the savepoint failed with is undone with them
+    if (this.alone) {
+      await queryDiscardingEarlier(this.conn, `rollback to savepoint ${name}`);
+      return;
+    }
+    // nothing changed since: nothing to undo
+    if (this.lent.changes() === this.changesAtSavepoint) return;
+    // the other members' work cannot be kept without this member's being kept too
+    this.batch.failed = true;
+    this.lent.end();
+  }
+
+  async commit(): Promise<void> {
+    this.mustBeOpen();
+    this.open = false;
+    this.lent.end();
+    this.batch.memberDone();
+    // rejects when the outcome is unknown: that error is this write's too
+    if ((await this.batch.outcome) === 'rolled back') throw new BatchRolledBack();
+  }
+
+  async rollback(): Promise<void> {
+    if (!this.open) return;
+    this.open = false;
+    // a member that changed nothing leaves without undoing the others' work
+    if (this.lent.changes() > 0) this.batch.failed = true;
+    this.lent.end();
+    this.batch.memberDone();
+  }
+}
+
+/** Marks a Knex handle whose write transactions join the process' batch (inBatchOrAlone). */
+const SCOPE = Symbol('joins the group commit');
+
+interface Scope {
+  orgId: string;
+  /** A batch of its own (the run again after a rollback), not shared with other requests. */
+  alone: boolean;
+  member?: BatchMember;
+  batch?: PgBatch;
+}
+
+/**
+ * The write transaction of `db` when `db` is a handle made by inBatchOrAlone: a member of the
+ * batch of this turn. Answers undefined for any other handle.
+ */
+export async function joinBatchOf(db: Knex): Promise<WriteTransaction | undefined> {
+  const scope = (db as unknown as { [SCOPE]?: Scope })[SCOPE];
+  if (scope === undefined) return undefined;
+  // a second transaction could commit in another batch than the first: running both again
+  // after one of them rolled back would repeat the other's work
+  if (scope.batch !== undefined) throw new Error('A batched write runs one write transaction.');
+  const real = (db as unknown as { [REAL]: Knex })[REAL];
+  const batch = batchToJoin(real, scope.orgId, scope.alone);
+  scope.batch = batch;
+  let conn: PgClient;
+  try {
+    conn = await batch.conn;
+  } catch (err) {
+    batch.memberDone();
+    throw err;
+  }
+  const lent = lendTo(real, conn);
+  lent.beforeWaiting(() => batch.lockOrganization(conn));
+  scope.member = new BatchMember(batch, lent, conn, scope.alone);
+  return scope.member;
+}
+
+const REAL = Symbol('the handle under a batching handle');
+
+/**
+ * Runs `attempt` with a handle whose write transaction joins this turn's batch of organization
+ * `orgId`, and answers what it answered once the batch has committed. When the batch rolled back
+ * for certain, runs `attempt` again in a batch of its own (still behind the organization's write
+ * lock). `attempt` must begin at most one write transaction, and must not wait on the network
+ * inside it.
+ */
+export async function inBatchOrAlone<T>(db: Knex, orgId: string, attempt: (db: Knex) => Promise<T>): Promise<T> {
+  const first = await attemptIn(db, { orgId, alone: false }, attempt);
+  if (first.rolledBack) return (await attemptIn(db, { orgId, alone: true }, attempt)).answer();
+  return first.answer();
+}
+
+/**
+ * Runs `attempt` once, in a batch of its own (real savepoints, the organization's write lock taken
+ * before its first statement that may change something or wait for a lock): for a write with a
+ * step that waits on the network, which must not hold a shared batch, but whose locks must still
+ * come behind the organization's write lock like every other request's.
+ */
+export async function inBatchOfItsOwn<T>(db: Knex, orgId: string, attempt: (db: Knex) => Promise<T>): Promise<T> {
+  return (await attemptIn(db, { orgId, alone: true }, attempt)).answer();
+}
+
+async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promise<T>): Promise<{ rolledBack: boolean; answer(): T }> {
+  const handle = new Proxy(db, {
+    get: (target, prop) => (prop === SCOPE ? scope : prop === REAL ? target : Reflect.get(target, prop)),
+  });
+  let answer: () => T;
+  try {
+    const result = await attempt(handle);
+    answer = () => result;
+  } catch (err) {
+    answer = () => {
+      throw err;
+    };
+  }
+  // a member left open by a path that forgot it would hold the batch forever
+  if (scope.member?.isOpen) await scope.member.rollback();
+  const outcome = scope.batch === undefined ? undefined : await scope.batch.outcome.catch(() => undefined);
+  return { rolledBack: outcome === 'rolled back', answer };
+}

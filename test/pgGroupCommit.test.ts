@@ -1,0 +1,289 @@
+import type { Knex } from 'knex';
+import { describeEachDatabase } from './support/testApp';
+import { authenticate } from '../runtime/auth/apiKeys';
+import { createLog } from '../runtime/domain/logs';
+import { createSite } from '../runtime/domain/sites';
+import { runWrite } from '../runtime/idempotency/writes';
+import { fingerprint } from '../runtime/idempotency/request';
+import { ApiError } from '../runtime/errors';
+import { MAX_PG_BATCH } from '../runtime/storage/pgGroupCommit';
+import type { Reply } from '../runtime/reply';
+
+// On Postgres the write requests of one turn of the event loop share one transaction and its
+// commit (runtime/storage/pgGroupCommit.ts; docs/architecture.md, "Postgres group commit"). Which
+// transaction wrote a row is Postgres' own `xmin` of the row: the same for the writes that
+// committed together. SQLite has its own group commit (test/sqliteGroupCommit.test.ts).
+
+const settings = { ttlSeconds: 3600, leaseSeconds: 60 };
+
+describeEachDatabase('Postgres group commit of write requests', (t) => {
+  const itOnPostgres = t.kind === 'postgres' ? it : it.skip;
+  let orgId: string;
+  let keyId: string;
+
+  beforeAll(async () => {
+    ({ keyId, orgId } = await authenticate(t.db.knex, t.auth));
+  });
+
+  /** A log write for runWrite, counting how often it ran; `then` runs after the log is written. */
+  function logWrite(entityId: string, then?: (trx: Knex) => Promise<void>) {
+    const ran = { count: 0 };
+    const work = async (trx: Knex): Promise<Reply> => {
+      ran.count++;
+      const log = await createLog(trx, orgId, { entityType: 'checkin', entityId, entryType: 'comment', message: entityId, source: 'api' });
+      await then?.(trx);
+      return { status: 201, body: log };
+    };
+    return { ran, work };
+  }
+
+  /** The `xmin` (writing transaction) of each log of these entities, by entity id. */
+  async function writers(entityIds: string[]): Promise<Record<string, string>> {
+    const rows: { entity_id: string; xmin: string }[] = await t.db.knex('logs').whereIn('entity_id', entityIds).select('entity_id', t.db.knex.raw('xmin::text as xmin'));
+    return Object.fromEntries(rows.map((r) => [r.entity_id, r.xmin]));
+  }
+
+  const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+
+  itOnPostgres('the writes of one turn commit in one transaction, each with its event, and the batch holds at most MAX_PG_BATCH', async () => {
+    const entities = ids('together', MAX_PG_BATCH + 2);
+    const results = await Promise.all(entities.map((e) => runWrite(t.db.knex, settings, { orgId, requestId: `req_${e}` }, logWrite(e).work)));
+    expect(results.map((r) => r.reply.status)).toEqual(entities.map(() => 201));
+    const xmins = await writers(entities);
+    expect(Object.keys(xmins).sort()).toEqual([...entities].sort());
+    // the first MAX_PG_BATCH share one transaction; the two after them another one
+    expect(new Set(entities.slice(0, MAX_PG_BATCH).map((e) => xmins[e])).size).toBe(1);
+    expect(new Set(entities.slice(MAX_PG_BATCH).map((e) => xmins[e])).size).toBe(1);
+    expect(xmins[entities[0]]).not.toBe(xmins[entities[MAX_PG_BATCH]]);
+    const events = await t.db.knex('events').whereIn('resource_id', results.map((r) => (r.reply.body as { id: string }).id)).select('type');
+    expect(events).toHaveLength(entities.length);
+  });
+
+  itOnPostgres("two organizations' writes in one turn commit in a batch each, behind each organization's write lock", async () => {
+    const other = (await authenticate(t.db.knex, await t.newKey({ organization: 'group-commit-other' }))).orgId;
+    const mine = ids('org-mine', 3);
+    const theirs = ids('org-theirs', 3);
+    const write = (org: string, e: string) => runWrite(t.db.knex, settings, { orgId: org, requestId: `req_${e}` }, async (trx) => ({
+      status: 201, body: await createLog(trx, org, { entityType: 'checkin', entityId: e, entryType: 'comment', message: e, source: 'api' }),
+    }));
+    await Promise.all([...mine.map((e) => write(orgId, e)), ...theirs.map((e) => write(other, e))]);
+    const xmins = await writers([...mine, ...theirs]);
+    expect(new Set(mine.map((e) => xmins[e])).size).toBe(1);
+    expect(new Set(theirs.map((e) => xmins[e])).size).toBe(1);
+    expect(xmins[mine[0]]).not.toBe(xmins[theirs[0]]);
+  });
+
+  itOnPostgres('a write that changed nothing and fails (a 404) leaves the batch: the others commit together, nothing runs twice', async () => {
+    const entities = ids('clean', 3);
+    const writes = entities.map((e) => logWrite(e));
+    let failingRuns = 0;
+    const failing = runWrite(t.db.knex, settings, { orgId, requestId: 'req_404' }, async () => {
+      failingRuns++;
+      throw new ApiError('NOT_FOUND', 'No such thing');
+    });
+    const results = await Promise.allSettled([failing, ...writes.map((w, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_c${i}` }, w.work))]);
+    expect(results[0]).toMatchObject({ status: 'rejected', reason: { code: 'NOT_FOUND' } });
+    expect(results.slice(1).map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    expect({ failingRuns, runs: writes.map((w) => w.ran.count) }).toEqual({ failingRuns: 1, runs: [1, 1, 1] });
+    expect(new Set(Object.values(await writers(entities))).size).toBe(1);
+  });
+
+  itOnPostgres('a write that fails after writing rolls the batch back; every write of it runs again alone, and only the failing one fails', async () => {
+    const entities = ids('rerun', 3);
+    const writes = entities.map((e) => logWrite(e));
+    const failing = logWrite('rerun-failing', async () => {
+      throw new ApiError('INVALID_TRANSITION', 'refused after the write');
+    });
+    const results = await Promise.allSettled([failing, ...writes].map((w, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_r${i}` }, w.work)));
+    expect(results[0]).toMatchObject({ status: 'rejected', reason: { code: 'INVALID_TRANSITION' } });
+    expect(results.slice(1).map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    // once in the batch, once alone
+    expect([failing, ...writes].map((w) => w.ran.count)).toEqual([2, 2, 2, 2]);
+    const xmins = await writers([...entities, 'rerun-failing']);
+    expect(Object.keys(xmins).sort()).toEqual([...entities].sort());
+    // alone: a transaction each
+    expect(new Set(Object.values(xmins)).size).toBe(3);
+    const bodies = results.slice(1).map((r) => (r as PromiseFulfilledResult<{ reply: Reply }>).value.reply.body as { id: string });
+    expect(await t.db.knex('events').whereIn('resource_id', bodies.map((b) => b.id)).select('type')).toHaveLength(3);
+  });
+
+  itOnPostgres('a statement that fails (a duplicate id) fails its own write only, with its own error', async () => {
+    const first = await runWrite(t.db.knex, settings, { orgId, requestId: 'req_dup0' }, logWrite('dup-original').work);
+    const existing = await t.db.knex('logs').where({ id: (first.reply.body as { id: string }).id }).first();
+    const writes = ids('dup-other', 2).map((e) => logWrite(e));
+    let duplicateRuns = 0;
+    const duplicate = async (trx: Knex): Promise<Reply> => {
+      duplicateRuns++;
+      await trx('logs').insert({ ...existing, seq: undefined });
+      return { status: 201 };
+    };
+    const results = await Promise.allSettled([
+      runWrite(t.db.knex, settings, { orgId, requestId: 'req_dup' }, duplicate),
+      ...writes.map((w, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_d${i}` }, w.work)),
+    ]);
+    expect(results[0]).toMatchObject({ status: 'rejected', reason: { code: '23505' } });
+    expect(results.slice(1).map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect(duplicateRuns).toBe(2);
+    expect(Object.keys(await writers(ids('dup-other', 2))).sort()).toEqual(ids('dup-other', 2));
+  });
+
+  itOnPostgres('with an Idempotency-Key: an operation refused after its write stores its 4xx, a duplicate in the same batch is refused as in progress, and the others commit', async () => {
+    const key = (k: string, e: string) => ({ apiKeyId: keyId, key: k, fingerprint: fingerprint('post', '/v1/logs', { e }) });
+    const refused = logWrite('keyed-refused', async () => {
+      throw new ApiError('INVALID_TRANSITION', 'refused after the write');
+    });
+    const ok = logWrite('keyed-ok');
+    const dup = logWrite('keyed-ok');
+    const results = await Promise.allSettled([
+      runWrite(t.db.knex, settings, { orgId, keyed: key('gc-refused', 'r'), requestId: 'req_k1' }, refused.work),
+      runWrite(t.db.knex, settings, { orgId, keyed: key('gc-ok', 'o'), requestId: 'req_k2' }, ok.work),
+      runWrite(t.db.knex, settings, { orgId, keyed: key('gc-ok', 'o'), requestId: 'req_k3' }, dup.work),
+    ]);
+    expect(results[0]).toMatchObject({ status: 'rejected', reason: { code: 'INVALID_TRANSITION' } });
+    // the batch rolled back, and the two requests with one key ran again alone: whichever claimed
+    // the key first ran; the other was refused while it ran, or replayed its answer after
+    const won = results.findIndex((r, i) => i > 0 && r.status === 'fulfilled' && !r.value.replayed);
+    expect(won).toBeGreaterThan(0);
+    expect(results[won]).toMatchObject({ status: 'fulfilled', value: { replayed: false, reply: { status: 201 } } });
+    const wonBody = (results[won] as PromiseFulfilledResult<{ reply: Reply }>).value.reply.body;
+    const lost = results[3 - won];
+    if (lost.status === 'rejected') expect(lost.reason).toMatchObject({ code: 'IDEMPOTENCY_IN_PROGRESS' });
+    else expect(lost.value).toMatchObject({ replayed: true, reply: { status: 201, body: wonBody } });
+    expect(ok.ran.count + dup.ran.count).toBe(2); // once in the batch, once alone, for the two of them
+    // the refusal was stored: a retry replays it without running the operation
+    const retry = logWrite('keyed-refused');
+    const replay = await runWrite(t.db.knex, settings, { orgId, keyed: key('gc-refused', 'r'), requestId: 'req_k4' }, retry.work);
+    expect(replay).toMatchObject({ replayed: true, reply: { status: 409, body: { code: 'INVALID_TRANSITION' } } });
+    expect(retry.ran.count).toBe(0);
+    expect(Object.keys(await writers(['keyed-refused', 'keyed-ok']))).toEqual(['keyed-ok']);
+    const again = await runWrite(t.db.knex, settings, { orgId, keyed: key('gc-ok', 'o'), requestId: 'req_k5' }, logWrite('keyed-ok').work);
+    expect(again).toMatchObject({ replayed: true, reply: { status: 201, body: wonBody } });
+  });
+
+  itOnPostgres('with an Idempotency-Key: two requests with one key in the same batch run once, the other is refused as in progress, and nothing runs twice', async () => {
+    const key = { apiKeyId: keyId, key: 'gc-twice', fingerprint: fingerprint('post', '/v1/logs', { e: 'twice' }) };
+    const writes = [logWrite('twice'), logWrite('twice'), logWrite('twice-other')];
+    const results = await Promise.allSettled([
+      runWrite(t.db.knex, settings, { orgId, keyed: key, requestId: 'req_t1' }, writes[0].work),
+      runWrite(t.db.knex, settings, { orgId, keyed: key, requestId: 'req_t2' }, writes[1].work),
+      runWrite(t.db.knex, settings, { orgId, requestId: 'req_t3' }, writes[2].work),
+    ]);
+    expect(results[0]).toMatchObject({ status: 'fulfilled', value: { replayed: false, reply: { status: 201 } } });
+    expect(results[1]).toMatchObject({ status: 'rejected', reason: { code: 'IDEMPOTENCY_IN_PROGRESS' } });
+    expect(results[2]).toMatchObject({ status: 'fulfilled' });
+    expect(writes.map((w) => w.ran.count)).toEqual([1, 0, 1]);
+    const xmins = await writers(['twice', 'twice-other']);
+    expect(Object.keys(xmins).sort()).toEqual(['twice', 'twice-other']);
+    expect(xmins.twice).toBe(xmins['twice-other']);
+  });
+
+  itOnPostgres('a batch whose connection is lost before its COMMIT fails every write of it, and runs none of them again', async () => {
+    const writes = ids('lost', 2).map((e) => logWrite(e));
+    const cut = logWrite('lost-cut', async (trx) => {
+      const { rows } = await trx.raw('select pg_backend_pid() as pid');
+      await t.db.knex.raw('select pg_terminate_backend(?)', [rows[0].pid]);
+      for (let i = 0; i < 100; i++) {
+        const { rows: alive } = await t.db.knex.raw('select 1 from pg_stat_activity where pid = ?', [rows[0].pid]);
+        if (!alive.length) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    });
+    const results = await Promise.allSettled([cut, ...writes].map((w, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_l${i}` }, w.work)));
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect([cut, ...writes].map((w) => w.ran.count)).toEqual([1, 1, 1]);
+    expect(await writers(['lost-cut', ...ids('lost', 2)])).toEqual({});
+    // the pool replaced the lost connection: the next write commits
+    expect((await runWrite(t.db.knex, settings, { orgId, requestId: 'req_l_after' }, logWrite('lost-after').work)).reply.status).toBe(201);
+  });
+
+  itOnPostgres("a write's statement through Knex, written on the shared connection behind another write's statements that wait in the socket's buffer, is answered", async () => {
+    // the members' statements interleave on one connection: the buffer must go out even when the
+    // statement that waits is not one of runtime/storage/pgPipeline.ts
+    const first = await runWrite(t.db.knex, settings, { orgId, requestId: 'req_x' }, logWrite('buffered-model').work);
+    const model = await t.db.knex('logs').where({ id: (first.reply.body as { id: string }).id }).first();
+    const results = await Promise.all([
+      runWrite(t.db.knex, settings, { orgId, requestId: 'req_x0' }, async (trx) => {
+        await trx('logs').insert({ ...model, id: 'log_buffered_by_knex', entity_id: 'buffered-knex', seq: undefined });
+        return { status: 201 };
+      }),
+      ...ids('buffered', 2).map((e, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_x${i + 1}` }, logWrite(e).work)),
+    ]);
+    expect(results.map((r) => r.reply.status)).toEqual([201, 201, 201]);
+    expect(Object.keys(await writers(['buffered-knex', ...ids('buffered', 2)])).sort()).toEqual(['buffered-0', 'buffered-1', 'buffered-knex']);
+  });
+
+  itOnPostgres("a write with a prepare step (it waits on the network) runs in a transaction of its own, and takes the organization's write lock after that step, with its first write", async () => {
+    const writesLockHeld = async (db: Knex, ownOnly: boolean) => (await db.raw(
+      `select 1 from pg_locks where locktype = 'advisory' and granted and classid::int = hashtext('writes') and objid::int = hashtext(?)${ownOnly ? ' and pid = pg_backend_pid()' : ''}`,
+      [orgId],
+    )).rows.length > 0;
+    const seen: Record<string, boolean> = {};
+    const batched = logWrite('prepared-neighbour');
+    const [prepared] = await Promise.all([
+      runWrite(t.db.knex, settings, { orgId, requestId: 'req_p1' }, async (trx) => {
+        seen.beforeWrite = await writesLockHeld(trx, true);
+        const log = await createLog(trx, orgId, { entityType: 'checkin', entityId: 'prepared', entryType: 'comment', message: 'p', source: 'api' });
+        seen.afterWrite = await writesLockHeld(trx, true);
+        return { status: 201, body: log };
+      }, async () => {
+        await new Promise((resolve) => setTimeout(resolve, 20)); // the network
+        seen.inPrepare = await writesLockHeld(t.db.knex, false);
+      }),
+      runWrite(t.db.knex, settings, { orgId, requestId: 'req_p2' }, batched.work),
+    ]);
+    expect(prepared.reply.status).toBe(201);
+    expect(seen).toEqual({ inPrepare: false, beforeWrite: false, afterWrite: true });
+    const xmins = await writers(['prepared', 'prepared-neighbour']);
+    expect(xmins.prepared).toBeDefined();
+    expect(xmins.prepared).not.toBe(xmins['prepared-neighbour']);
+  });
+
+  itOnPostgres("two processes' batches of one organization never deadlock: the second waits behind the organization's write lock before it takes any other", async () => {
+    // Without that lock: X takes the logs' and events' locks, Y the sites' lock and waits for the
+    // logs', X then wants the sites' lock — a deadlock, which Postgres breaks after a second by
+    // failing one of them (and its writes run again). With it, Y takes nothing before X commits.
+    const second = t.db.openAnother();
+    try {
+      const deadlocks = async () => Number((await t.db.knex.raw('select deadlocks from pg_stat_database where datname = current_database()')).rows[0].deadlocks);
+      const before = await deadlocks();
+      let openGate!: () => void;
+      const gate = new Promise<void>((resolve) => { openGate = resolve; });
+      const runs = { x: 0, y: 0 };
+      const x = runWrite(t.db.knex, settings, { orgId, requestId: 'req_lock_x' }, async (trx) => {
+        runs.x++;
+        await createLog(trx, orgId, { entityType: 'checkin', entityId: 'lock-x', entryType: 'comment', message: 'x', source: 'api' });
+        await gate;
+        return { status: 201, body: await createSite(trx, orgId, { name: 'lock-x', geofenceRadiusMeters: 100 }) };
+      });
+      // X holds its locks (its log's event is in) before Y begins
+      for (let i = 0; i < 200 && !(await someoneHolds(t.db.knex, 'events')); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      const y = runWrite(second.knex, settings, { orgId, requestId: 'req_lock_y' }, async (trx) => {
+        runs.y++;
+        await createSite(trx, orgId, { name: 'lock-y', geofenceRadiusMeters: 100 });
+        return { status: 201, body: await createLog(trx, orgId, { entityType: 'checkin', entityId: 'lock-y', entryType: 'comment', message: 'y', source: 'api' }) };
+      });
+      // Y is waiting for a lock X holds
+      for (let i = 0; i < 200 && !(await someoneWaits(t.db.knex)); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(await someoneWaits(t.db.knex)).toBe(true);
+      openGate();
+      const results = await Promise.all([x, y]);
+      expect(results.map((r) => r.reply.status)).toEqual([201, 201]);
+      expect(runs).toEqual({ x: 1, y: 1 });
+      expect(await deadlocks()).toBe(before);
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+/** Whether some backend holds an advisory lock whose first key is `name`'s (a table's inserts, storage/orderedInsert.ts, or the events'). */
+async function someoneHolds(db: Knex, name: string): Promise<boolean> {
+  const { rows } = await db.raw(`select 1 from pg_locks where locktype = 'advisory' and granted and classid::int = hashtext(?)`, [name]);
+  return rows.length > 0;
+}
+
+/** Whether some backend waits for an advisory lock. */
+async function someoneWaits(db: Knex): Promise<boolean> {
+  const { rows } = await db.raw(`select 1 from pg_locks where locktype = 'advisory' and not granted`);
+  return rows.length > 0;
+}

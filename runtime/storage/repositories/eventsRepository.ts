@@ -2,7 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { decodeCursor, encodeCursor, type Page } from '../../cursor';
 import { rowsOf } from '../rawRows';
-import { writeReturning } from '../database';
+import { runStatement } from '../database';
 
 export type Event = components['schemas']['Event'];
 type EventType = components['schemas']['EventType'];
@@ -29,19 +29,17 @@ export function toEvent(row: EventRow): Event {
   };
 }
 
-// Fixed text run through the driver (storage/database.ts, writeReturning): every domain write
-// runs it, and Knex's builder and runner cost more than the insert itself.
+// Fixed text run through the driver (storage/database.ts, runStatement): every domain write runs
+// it, and Knex's builder and runner cost more than the insert itself. No `returning`: SQLite
+// carries `returning` out as a trigger that collects the rows in a temporary table in memory,
+// which cost about a third of what recording an event costs (bench/README.md, "What changed in
+// this round"), and nothing reads the event's seq at the write (it is the feed's, read later).
 const INSERT_SQL = `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
-  values (?, ?, ?, ?, ?, ?, ?) returning seq`;
+  values (?, ?, ?, ?, ?, ?, ?)`;
 
-/** Inserts the event and answers its `seq` (SQLite; on Postgres webhookDeliveriesRepository.insertEventAndQueueDeliveries does it all in one statement). */
-export async function insertEvent(db: Knex, row: Omit<EventRow, 'seq'>): Promise<number> {
-  const [inserted] = await writeReturning<{ seq: number | string }>(
-    db,
-    INSERT_SQL,
-    [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.occurred_at],
-  );
-  return Number(inserted.seq);
+/** Inserts the event (SQLite; on Postgres webhookDeliveriesRepository.insertEventAndQueueDeliveries does it all in one statement). */
+export async function insertEvent(db: Knex, row: Omit<EventRow, 'seq'>): Promise<void> {
+  await runStatement(db, INSERT_SQL, [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.occurred_at]);
 }
 
 export async function findEvent(db: Knex, orgId: string, id: string): Promise<Event | undefined> {

@@ -6,6 +6,8 @@
 // for the schema as migrated and for variants given as JSON (statements run on the fresh file):
 //   npm run build && node bench/micro/eventPages.cjs
 //   node bench/micro/eventPages.cjs '[{"name":"-type index","sql":["drop index events_org_id_type_seq_index"]}]'
+//   node bench/micro/eventPages.cjs '[{"name":"returning seq","returning":true}]'   (the insert as it was)
+// BATCH=4 makes batches of 4 writes instead of 16.
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
@@ -15,7 +17,7 @@ const DIST = path.join(__dirname, '..', '..', 'dist', 'runtime');
 const { openDatabase } = require(path.join(DIST, 'storage', 'database.js'));
 const { migrateLatest } = require(path.join(DIST, 'storage', 'migrate.js'));
 
-const BATCH = 16;
+const BATCH = Number(process.env.BATCH ?? 16);
 const PAGE_FRAME = 4096 + 24; // a WAL frame: the page and its header
 
 async function migratedFile(dir) {
@@ -40,8 +42,10 @@ function measure(template, dir, variant) {
   const org = 'org_eventpages00000000000000';
   const insertLog = db.prepare(`insert into logs (id, org_id, entity_type, entity_id, entry_type, message, source, created_at)
     values (?, ?, 'checkin', 'chk_abcdefghjkmnpqrstvwxyz01', 'comment', 'bench message', 'api', ?) returning seq`);
+  // as the server inserts it (storage/repositories/eventsRepository.ts), or with the `returning seq`
+  // it had before (a variant's `"returning": true`)
   const insertEvent = db.prepare(`insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
-    values (?, ?, 'log.created', ?, ?, null, ?) returning seq`);
+    values (?, ?, 'log.created', ?, ?, null, ?)${variant.returning ? ' returning seq' : ''}`);
   let n = 0;
   const id = (prefix) => `${prefix}_${String(Date.now() * 1000 + ++n).padStart(24, '0')}`; // time-ordered, as the server's
   const batch = (events) => {
@@ -53,7 +57,8 @@ function measure(template, dir, variant) {
       insertLog.get(logId, org, at);
       if (events) {
         const data = JSON.stringify({ id: logId, entityType: 'checkin', entityId: 'chk_abcdefghjkmnpqrstvwxyz01', entryType: 'comment', message: 'bench message', source: 'api', createdAt: at });
-        insertEvent.get(id('evt'), org, logId, data, at);
+        if (variant.returning) insertEvent.get(id('evt'), org, logId, data, at);
+        else insertEvent.run(id('evt'), org, logId, data, at);
       }
       db.exec('RELEASE write_member');
     }

@@ -5,6 +5,8 @@
 // between them, 6 rounds; each phase's req/s and the server's CPU per request (all its threads,
 // from /proc). Prints every phase and the medians of the per-round ratios.
 // Usage: npm run build && node bench/micro/eventsServers.cjs
+// ROUNDS=8 runs 8 rounds instead of 6; DROP='drop index …;…' runs statements on the shared file
+// before the load (both servers then serve the changed schema).
 // CPU_PROF_DIR=dir adds `--cpu-prof` to both servers (profiles in dir/with and dir/without; compare
 // them with `node bench/micro/profileDiff.cjs dir/with/<main thread's file> dir/without/<…>`).
 'use strict';
@@ -13,6 +15,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const { spawnApi, NODE_OPTIONS, cpuMs, postLogs } = require('./server.cjs');
 const WITHOUT_EVENTS = path.join(__dirname, '..', 'lib', 'withoutEvents.cjs');
+const ROUNDS = Number(process.env.ROUNDS ?? 6);
 const LIMITS = { RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' };
 
 (async () => {
@@ -22,12 +25,18 @@ const LIMITS = { RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' }
   const databaseUrl = `sqlite://${file}`;
   const profile = (name) => (process.env.CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.join(process.env.CPU_PROF_DIR, name)}`] : []);
   const withEvents = await spawnApi({ nodeOptions: [...NODE_OPTIONS, ...profile('with')], port, databaseUrl, env: LIMITS, newDatabase: true });
+  // DROP='statement;…' changes the schema of the shared file before the load (to try a schema change)
+  if (process.env.DROP) {
+    const db = new (require('better-sqlite3'))(file);
+    for (const statement of process.env.DROP.split(';').filter(Boolean)) db.exec(statement);
+    db.close();
+  }
   const without = await spawnApi({ nodeOptions: [...NODE_OPTIONS, ...profile('without'), '--require', WITHOUT_EVENTS], port: port + 1, databaseUrl, env: LIMITS });
   const run = (p, seconds) => postLogs({ port: p, secret: withEvents.secret, keyed: true, seconds });
   await run(port, 3);
   await run(port + 1, 3);
   const ratios = { rps: [], cpu: [] };
-  for (let round = 0; round < 6; round++) {
+  for (let round = 0; round < ROUNDS; round++) {
     const phase = {};
     for (const [name, p, proc] of [['with events', port, withEvents.server], ['without events', port + 1, without.server]]) {
       const before = cpuMs(proc.pid);

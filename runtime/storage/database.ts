@@ -150,7 +150,7 @@ export async function selectRows<T>(db: Knex, sql: string, bindings: readonly Bi
 /**
  * Runs one fixed write statement that answers rows (`insert … returning`) the way selectRows
  * runs a select: straight through the driver, on the transaction's connection when `db` is one.
- * For the writes every request makes (the event of a write).
+ * For the writes every keyed request makes (the Idempotency-Key's claim).
  */
 export async function writeReturning<T>(db: Knex, sql: string, bindings: readonly Binding[]): Promise<T[]> {
   noteChange(db);

@@ -1,6 +1,7 @@
 /**
  * What the write transactions of both databases use of Knex's connection pool
- * (storage/writeTransaction.ts, storage/sqliteGroupCommit.ts, storage/pgGroupCommit.ts).
+ * (storage/writeTransaction.ts, storage/sqliteGroupCommit.ts, storage/pgGroupCommit.ts, and
+ * storage/pgPipeline.ts, which ends a failed Postgres transaction for both Postgres kinds).
  */
 
 /** What they use of Knex's client: its pool. */

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { discardFromPool, type ConnectionPool } from './connectionPool';
-import { endPipelining, queryDiscardingEarlier, queryInOrder, sendWithoutWaiting, startPipelining, type PgClient } from './pgPipeline';
+import type { ConnectionPool } from './connectionPool';
+import { endPipelining, queryDiscardingEarlier, queryInOrder, rollBackAndRelease, sendWithoutWaiting, startPipelining, type PgClient } from './pgPipeline';
 import { LendingTransaction, lendTo, type LentKnex, type WriteTransaction } from './lentKnex';
 
 /**
@@ -133,15 +133,7 @@ class PgBatch {
     }
     // Rolled back, failed, or a COMMIT that threw: a ROLLBACK that succeeds on the same
     // connection proves nothing was kept (the COMMIT, if it reached Postgres, rolled back)
-    let rolledBack = outcome === 'rolled back';
-    try {
-      await queryDiscardingEarlier(conn, 'ROLLBACK');
-      rolledBack = true;
-    } catch (err) {
-      discardFromPool(conn, err);
-    }
-    endPipelining(conn);
-    await this.pool.releaseConnection(conn);
+    const rolledBack = (await rollBackAndRelease(this.pool, conn)) || outcome === 'rolled back';
     if (rolledBack) this.end.resolve('rolled back');
     else this.end.reject(failure ?? new Error('The group commit was lost with its connection.'));
   }

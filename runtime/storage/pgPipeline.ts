@@ -20,6 +20,7 @@
  */
 
 import type { Client, QueryConfig, QueryResult } from 'pg';
+import { discardFromPool, type ConnectionPool } from './connectionPool';
 
 /** A node-postgres client, as Knex's pool hands it out. */
 export type PgClient = Client;
@@ -106,6 +107,25 @@ export async function queryDiscardingEarlier(conn: PgClient, query: string): Pro
   uncork(conn);
   await Promise.all(earlier);
   return own;
+}
+
+/**
+ * Ends the transaction open on `conn` keeping nothing, and gives `conn` back to `pool`; never
+ * throws. Answers whether the ROLLBACK succeeded: if it did, nothing of the transaction was kept
+ * (a COMMIT that reached Postgres before it had rolled back); if not, the connection may still
+ * hold the transaction, and the pool discards it instead of handing it out again.
+ */
+export async function rollBackAndRelease(pool: ConnectionPool, conn: PgClient): Promise<boolean> {
+  let rolledBack = false;
+  try {
+    await queryDiscardingEarlier(conn, 'ROLLBACK');
+    rolledBack = true;
+  } catch (err) {
+    discardFromPool(conn, err);
+  }
+  endPipelining(conn);
+  await pool.releaseConnection(conn);
+  return rolledBack;
 }
 
 /** Waits for the statements sent without waiting on `conn`; throws the first one's failure. */

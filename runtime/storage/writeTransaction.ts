@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
 import { dialectOf } from './databaseErrors';
 import { enterBatch, leaveBatch, type SqliteConnection } from './sqliteGroupCommit';
-import { discardFromPool, type ConnectionPool } from './connectionPool';
-import { endPipelining, queryDiscardingEarlier, queryInOrder, sendWithoutWaiting, startPipelining } from './pgPipeline';
+import type { ConnectionPool } from './connectionPool';
+import { endPipelining, queryDiscardingEarlier, queryInOrder, rollBackAndRelease, sendWithoutWaiting, startPipelining } from './pgPipeline';
 import { isLent, LendingTransaction, lendTo, type Connection, type LentKnex, type PgConnection, type WriteTransaction } from './lentKnex';
 import { joinBatchOf } from './pgGroupCommit';
 
@@ -84,7 +84,6 @@ export async function beginWriteTransaction(db: Knex): Promise<WriteTransaction>
 }
 
 class DriverTransaction extends LendingTransaction {
-
   constructor(
     private readonly pool: ConnectionPool,
     private readonly conn: Connection,
@@ -123,7 +122,7 @@ class DriverTransaction extends LendingTransaction {
       // answers such a COMMIT with ROLLBACK, not an error
       if (done.command === 'ROLLBACK') throw new Error('The write transaction had failed: its COMMIT rolled it back.');
     } catch (err) {
-      await this.rollbackAndRelease();
+      await rollBackAndRelease(this.pool, this.conn as PgConnection);
       throw err;
     }
     endPipelining(this.conn as PgConnection);
@@ -134,21 +133,8 @@ class DriverTransaction extends LendingTransaction {
     if (!this.open) return;
     this.open = false;
     this.lent.end();
-    if (this.pg) await this.rollbackAndRelease();
+    if (this.pg) await rollBackAndRelease(this.pool, this.conn as PgConnection);
     else await leaveBatch(this.pool, this.conn as SqliteConnection, false);
-  }
-
-  /** Postgres: rolls back whatever is open and gives the connection back, without throwing. */
-  private async rollbackAndRelease(): Promise<void> {
-    const conn = this.conn as PgConnection;
-    try {
-      await queryDiscardingEarlier(conn, 'ROLLBACK');
-    } catch (err) {
-      // a connection whose ROLLBACK failed may still hold the transaction
-      discardFromPool(this.conn, err);
-    }
-    endPipelining(conn);
-    await this.pool.releaseConnection(this.conn);
   }
 
   /** SQLite only: Postgres' statements go through storage/pgPipeline.ts. */

@@ -2,6 +2,7 @@
  * API key CLI (docs/architecture.md, "Running and configuration"), on the same DATABASE_URL as the server, safe while it runs:
  *
  *   npm run keys -- create --scopes users:read,users:write [--org acme] [--name ci]
+ *   npm run keys -- create --scopes all [--org default] [--name walkthrough]   (every scope, as the key printed on first start)
  *   npm run keys -- list
  *   npm run keys -- revoke <keyId>
  *
@@ -13,10 +14,10 @@ import { migrateLatest } from '../runtime/storage/migrate';
 import { ALL_SCOPES, createApiKey, listApiKeys, revokeApiKey, UnknownScopeError } from '../runtime/auth/apiKeys';
 
 const USAGE = `usage:
-  npm run keys -- create --scopes <scope,scope,…> [--org <organization>] [--name <name>]
+  npm run keys -- create --scopes <scope,scope,…|all> [--org <organization>] [--name <name>]
   npm run keys -- list
   npm run keys -- revoke <keyId>
-scopes: ${ALL_SCOPES.join(', ')}`;
+scopes: ${ALL_SCOPES.join(', ')}; \`all\` gives every one of them`;
 
 class UsageError extends Error {}
 
@@ -41,7 +42,7 @@ async function main(args: string[]): Promise<void> {
       const scopes = option(rest, 'scopes');
       if (!scopes) throw new UsageError('create needs --scopes');
       const { key, secret } = await createApiKey(database.knex, {
-        scopes: scopes.split(',').map((s) => s.trim()).filter(Boolean),
+        scopes: scopes.trim() === 'all' ? ALL_SCOPES : scopes.split(',').map((s) => s.trim()).filter(Boolean),
         organization: option(rest, 'org'),
         name: option(rest, 'name'),
       });

@@ -52,6 +52,18 @@ describeEachDatabase('API keys', (t) => {
     expect((await keysCli(t.db.url, 'list')).stdout).toMatch(new RegExp(`${keyId}.*REVOKED=`));
   });
 
+  it('--scopes all gives a key every scope, in the organization --org names (the README\'s lost-key line)', async () => {
+    const created = await keysCli(t.db.url, 'create', '--scopes', 'all', '--org', 'acme-all', '--name', 'walkthrough');
+    expect(created.code).toBe(0);
+    expect(created.stdout).toContain(`with scopes ${ALL_SCOPES.join(' ')}`);
+    const auth = `Bearer ${lastLine(created.stdout)}`;
+    // a read and a write of two different scopes both pass
+    const site = (await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'All scopes' }).expect(201)).body;
+    await t.http.get(`/v1/events?resourceId=${site.id}`).set('Authorization', auth).expect(200);
+    const listed = (await keysCli(t.db.url, 'list')).stdout.split('\n').find((l) => l.includes('org=acme-all'))!;
+    expect(listed).toContain(`scopes=${ALL_SCOPES.join(',')}`);
+  });
+
   it('refuses an unknown scope with the list of valid ones, and bad usage', async () => {
     const bad = await keysCli(t.db.url, 'create', '--scopes', 'sites:read,sites:admin');
     expect(bad.code).toBe(2);

@@ -134,9 +134,18 @@ describeEachDatabase('webhook delivery', (t) => {
     await t.http.post(`${HOOKS}/${subscription.id}/deliveries/${list[0].id}/retry`).set('Authorization', auth).expect(202);
     await sleep(500);
     expect(receiver.received.filter((r) => r.path === '/gone').length).toBe(before); // disabled: nothing goes out
+    // an event recorded while disabled is not queued for it (docs/webhooks.md, "Retries and disabling")
+    const whileDisabled = await checkin(auth);
+    expect(await deliveries(auth, subscription.id)).toHaveLength(1);
     const active = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
     expect(active.body).toMatchObject({ status: 'active', disabledReason: null });
     await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    expect(await deliveries(auth, subscription.id)).toHaveLength(1);
+    // …and the replay of the window since it was disabled (its updatedAt then) sends it
+    await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth)
+      .send({ from: disabled.updatedAt, to: new Date(Date.now() + 1000).toISOString() }).expect(202);
+    await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status === 'succeeded'));
+    expect(receiver.received.some((r) => r.path === '/gone' && JSON.parse(r.body).data.id === whileDisabled.id)).toBe(true);
   });
 
   it('disables a subscription whose whole retry schedule failed (failing), the delivery abandoned', async () => {

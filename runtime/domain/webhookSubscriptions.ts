@@ -100,7 +100,11 @@ export async function getSubscription(db: Knex, orgId: string, partner: string, 
   return toSubscription(await subscriptionRow(db, orgId, partner, id));
 }
 
-/** Pauses or resumes; `active` also re-enables a disabled subscription (its undelivered events then go out). */
+/**
+ * Pauses or resumes; `active` also re-enables a disabled subscription: the deliveries it still held
+ * then go out. Events recorded while it was disabled were never queued for it (recording queues for
+ * active and paused subscriptions only); docs/webhooks.md tells receivers to replay that window.
+ */
 export async function setSubscriptionStatus(db: Knex, orgId: string, partner: string, id: string, status: 'active' | 'paused'): Promise<WebhookSubscription> {
   const row = await subscriptionRow(db, orgId, partner, id);
   if (row.status === status) return toSubscription(row);

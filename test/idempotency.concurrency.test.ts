@@ -1,4 +1,4 @@
-import { describeEachDatabase, anError, TestContext, TestClient } from './support/testApp';
+import { describeEachDatabase, anError, itOn, TestContext, TestClient } from './support/testApp';
 import { startServerProcesses, ServerProcess } from './support/serverProcess';
 import { authenticate } from '../runtime/auth/apiKeys';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
@@ -138,8 +138,8 @@ describeEachDatabase('idempotency under concurrency', (t) => {
     }
     const response = (name: string) => ({ status: 201, headers: {}, body: { name } });
 
-    it('a claim is answered only once committed: when the COMMIT it shares with other writes fails, the claim fails too (SQLite group commit)', async () => {
-      if (t.kind !== 'sqlite') return; // Postgres holds the claim in the operation's own transaction
+    itOn(t, 'sqlite')('a claim is answered only once committed: when the COMMIT it shares with other writes fails, the claim fails too (SQLite group commit)', async () => {
+      // Postgres holds the claim in the operation's own transaction
       const { keyId } = await principal();
       const fp = fingerprint('post', '/v1/sites', { name: 'Lost claim' });
       // a write of the same turn whose COMMIT fails for real: a deferred foreign key
@@ -161,8 +161,8 @@ describeEachDatabase('idempotency under concurrency', (t) => {
       }
     });
 
-    it('a slow original whose lease was taken over cannot commit; its writes roll back (SQLite lease)', async () => {
-      if (t.kind !== 'sqlite') return; // Postgres: the next test
+    itOn(t, 'sqlite')('a slow original whose lease was taken over cannot commit; its writes roll back (SQLite lease)', async () => {
+      // Postgres: the next test
       const { keyId, orgId } = await principal();
       const fp = fingerprint('post', '/v1/sites', { name: 'Slow' });
       const a = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1', fp)) as Claimed;
@@ -188,8 +188,7 @@ describeEachDatabase('idempotency under concurrency', (t) => {
       expect(await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1', fp)).toEqual({ kind: 'replay', response: response('Slow B') });
     });
 
-    it('a slow original whose connection was lost cannot commit; the key is free at once (Postgres lock)', async () => {
-      if (t.kind !== 'postgres') return;
+    itOn(t, 'postgres')('a slow original whose connection was lost cannot commit; the key is free at once (Postgres lock)', async () => {
       const { keyId, orgId } = await principal();
       const fp = fingerprint('post', '/v1/sites', { name: 'Slow' });
       const a = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'lease-1p', fp)) as Claimed;
@@ -244,10 +243,9 @@ describeEachDatabase('idempotency under concurrency', (t) => {
       expect(await sitesNamed(t, 'Fenced B')).toBe(1);
     });
 
-    it('a retry while the original is about to commit answers IDEMPOTENCY_IN_PROGRESS at once, then replays (Postgres lock)', async () => {
-      // SQLite in one process cannot show this: better-sqlite3 waits for a lock synchronously,
-      // blocking the event loop that would release it; the two-process tests cover SQLite.
-      if (t.kind !== 'postgres') return;
+    // SQLite in one process cannot show this: better-sqlite3 waits for a lock synchronously,
+    // blocking the event loop that would release it; the two-process tests cover SQLite.
+    itOn(t, 'postgres')('a retry while the original is about to commit answers IDEMPOTENCY_IN_PROGRESS at once, then replays (Postgres lock)', async () => {
       const { keyId, orgId } = await principal();
       const other = t.db.openAnother();
       try {

@@ -1,5 +1,5 @@
 import { Knex } from 'knex';
-import { describeEachDatabase, anError, TestContext, TEST_ENV } from './support/testApp';
+import { describeEachDatabase, anError, itOn, TestContext, TEST_ENV } from './support/testApp';
 import { startServerProcess, ServerProcess } from './support/serverProcess';
 import { claimOwnerPids } from './support/claimLocks';
 import { authenticate } from '../runtime/auth/apiKeys';
@@ -231,8 +231,7 @@ describeEachDatabase('idempotency after a crash (SIGKILL mid-request)', (t) => {
     expect(await readingsOf('alive')).toBe(BATCH);
   }, 60_000);
 
-  it('SQLite: a running request renews its lease, so it outlives IDEMPOTENCY_LEASE_SECONDS', async () => {
-    if (t.kind !== 'sqlite') return;
+  itOn(t, 'sqlite')('SQLite: a running request renews its lease, so it outlives IDEMPOTENCY_LEASE_SECONDS', async () => {
     const settings = { ttlSeconds: 3600, leaseSeconds: 2 };
     const fp = fingerprint('post', '/v1/sensor-readings', {});
     const claim = (await claimIdempotencyKey(t.db.knex, settings, keyId, 'renewed', fp)) as Claimed;

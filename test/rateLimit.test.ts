@@ -1,10 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { createApp, App } from '../runtime/http/app';
+import { chooseStore } from '../runtime/http/rateLimit';
 import { loadConfig } from '../runtime/config';
 import { createApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
 import { testDatabases, TestDatabase } from './support/databases';
 import { testClient, TestClient, anError } from './support/testApp';
 import { takeContractViolations } from './support/contractCheck';
+import { CuttableProxy } from './support/cuttableProxy';
 
 /**
  * Rate limits with small budgets, once per store: memory (always), Postgres (TEST_DATABASE_URL)
@@ -248,3 +252,134 @@ describe('RATE_LIMIT_STORE=off', () => {
     for (const problem of problems) expect(problem).toMatch(/^GET \/v1\/sites → (200|401): declared header (RateLimit-Policy|RateLimit) is missing$/);
   });
 });
+
+describe('a refused request is counted by policy in /metrics and logged as limited:<policy>', () => {
+  let db: TestDatabase;
+  let created: App;
+  const lines: string[] = [];
+  beforeAll(async () => {
+    db = await sqlite.create();
+    const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+    created = createApp(loadConfig({ ...LIMITS, LOG_LEVEL: 'info', RATE_LIMIT_STORE: 'memory' }), { db: db.knex, logger: pino({ level: 'info' }, sink), purgeIntervalMs: 0 });
+    await created.ready();
+  });
+  afterAll(async () => {
+    await created?.close();
+    await db?.destroy();
+  });
+
+  it('per-key and auth-failures', async () => {
+    const http = testClient(created.app);
+    const counted = async (policy: string) => Number(new RegExp(`^rate_limited_requests_total\\{policy="${policy}"\\} (\\d+)$`, 'm').exec((await http.get('/metrics').expect(200)).text)?.[1] ?? 0);
+    const before = { perKey: await counted('per-key'), auth: await counted('auth-failures') };
+    const auth = `Bearer ${(await createApiKey(db.knex, { scopes: ALL_SCOPES })).secret}`;
+    for (let i = 0; i < 5; i++) await http.get('/v1/sites').set('Authorization', auth).expect(200);
+    const refused = await http.get('/v1/sites').set('Authorization', auth).expect(429);
+    for (let i = 0; i < 3; i++) await http.get('/v1/sites').set('X-Forwarded-For', '192.0.2.77').set('Authorization', 'Bearer fop_wrong').expect(401);
+    await http.get('/v1/sites').set('X-Forwarded-For', '192.0.2.77').set('Authorization', 'Bearer fop_wrong').expect(429);
+    expect(await counted('per-key')).toBe(before.perKey + 1);
+    expect(await counted('auth-failures')).toBe(before.auth + 1);
+    const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request' && l.route === '/v1/sites');
+    expect(logged.find((l) => l.requestId === refused.headers['x-request-id'])).toMatchObject({ status: 429, rateLimit: 'limited:per-key' });
+    expect(logged.filter((l) => l.status === 429).map((l) => l.rateLimit).sort()).toEqual(['limited:auth-failures', 'limited:per-key']);
+  });
+});
+
+describe('RATE_LIMIT_STORE=auto', () => {
+  it('chooses Redis when REDIS_URL is set, else the Postgres table on Postgres, else process memory', async () => {
+    const lite = await sqlite.create();
+    try {
+      const config = loadConfig({ ...LIMITS }).rateLimit;
+      expect(config.store).toBe('auto');
+      expect(chooseStore(config, lite.knex, 'redis://127.0.0.1:6379')).toBe('redis');
+      expect(chooseStore(config, lite.knex, undefined)).toBe('memory');
+      expect(chooseStore({ ...config, store: 'off' }, lite.knex, 'redis://127.0.0.1:6379')).toBe('off');
+    } finally {
+      await lite.destroy();
+    }
+    if (!postgres) return; // the Postgres arm needs TEST_DATABASE_URL (said once at the top of this file)
+    const pg = await postgres.create();
+    try {
+      expect(chooseStore(loadConfig({ ...LIMITS }).rateLimit, pg.knex, undefined)).toBe('postgres');
+    } finally {
+      await pg.destroy();
+    }
+  });
+});
+
+/**
+ * When the shared store fails each process counts in its own memory (rate-limiter-flexible's
+ * insurance limiter) and the API keeps answering; when the store is back, the processes share
+ * one budget again. Two apps, each with its own pool and store connection, as two processes.
+ */
+const outages = [
+  { store: 'redis', database: sqlite, skip: !redisUrl },
+  { store: 'postgres', database: postgres, skip: !postgres },
+] as const;
+for (const { store, database, skip } of outages) {
+  (skip ? describe.skip : describe)(`when the ${store} store fails`, () => {
+    let db: TestDatabase;
+    let proxy: CuttableProxy | undefined;
+    const apps: App[] = [];
+    const extraDbs: { close(): Promise<void> }[] = [];
+    beforeAll(async () => {
+      db = await database!.create();
+      if (store === 'redis') {
+        const target = new URL(redisUrl!);
+        proxy = await CuttableProxy.start(target.hostname, Number(target.port || 6379));
+      }
+    });
+    afterAll(async () => {
+      for (const a of apps) await a.close();
+      for (const d of extraDbs) await d.close();
+      await proxy?.close();
+      await db?.destroy();
+    });
+    async function app(prefix: string): Promise<TestClient> {
+      const other = db.openAnother();
+      extraDbs.push(other);
+      const env = store === 'redis' ? { REDIS_URL: `redis://127.0.0.1:${proxy!.port}` } : {};
+      const created = createApp(loadConfig({ ...LIMITS, ...env, RATE_LIMIT_STORE: store, RATE_LIMIT_KEY_PREFIX: prefix }), { db: other.knex, purgeIntervalMs: 0 });
+      apps.push(created);
+      await created.ready();
+      return testClient(created.app);
+    }
+    const newKey = async () => `Bearer ${(await createApiKey(db.knex, { scopes: ALL_SCOPES })).secret}`;
+    /** Whether a and b share one budget: 5 requests of a fresh key on a, then one on b (429 when shared). */
+    async function shared(a: TestClient, b: TestClient): Promise<boolean> {
+      const auth = await newKey();
+      for (let i = 0; i < 5; i++) await a.get('/v1/sites').set('Authorization', auth).expect(200);
+      const res = await b.get('/v1/sites').set('Authorization', auth);
+      expect([200, 429]).toContain(res.status);
+      return res.status === 429;
+    }
+    const fail = async () => (store === 'redis' ? proxy!.cut() : void (await db.knex.schema.renameTable('rate_limits', 'rate_limits_away')));
+    const restore = async () => (store === 'redis' ? proxy!.restore() : db.knex.schema.renameTable('rate_limits_away', 'rate_limits'));
+
+    it('each process counts in memory (never a 5xx), and they share one budget again once it is back', async () => {
+      const prefix = `outage-${randomBytes(6).toString('hex')}`;
+      const a = await app(prefix);
+      const b = await app(prefix);
+      expect(await shared(a, b)).toBe(true);
+
+      await fail();
+      try {
+        // each process now has the whole budget of its own: 5 on a, 5 on b, then 429 on each
+        const auth = await newKey();
+        for (const http of [a, b]) {
+          for (let i = 0; i < 5; i++) await http.get('/v1/sites').set('Authorization', auth).expect(200);
+          const refused = await http.get('/v1/sites').set('Authorization', auth).expect(429);
+          expect(refused.body).toEqual(anError('RATE_LIMITED'));
+        }
+      } finally {
+        await restore();
+      }
+      // back: shared again (Redis reconnects on its own within a few seconds)
+      const deadline = Date.now() + 15_000;
+      while (!(await shared(a, b))) {
+        if (Date.now() > deadline) throw new Error(`the ${store} store never came back into use`);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }, 30_000);
+  });
+}

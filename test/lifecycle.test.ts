@@ -28,7 +28,7 @@ for (const kind of testDatabases) {
       return { secret, server, exited: server.exited };
     }
 
-    it('SIGTERM: a write still arriving when the signal comes is answered and stored, new connections are refused, exit 0', async () => {
+    it.each(['SIGTERM', 'SIGINT'] as const)('%s: a write still arriving when the signal comes is answered and stored, new connections are refused, exit 0', async (signal) => {
       const { secret, server, exited } = await startWithKey(20);
       const body = JSON.stringify({ name: 'Written during shutdown' });
       const url = new URL('/v1/sites', server.baseUrl);
@@ -37,7 +37,7 @@ for (const kind of testDatabases) {
       const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
         const req = http.request(url, {
           method: 'POST',
-          headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Idempotency-Key': 'during-shutdown' },
+          headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Idempotency-Key': `during-shutdown-${signal}` },
         }, (res) => {
           let text = '';
           res.on('data', (c) => { text += c; });
@@ -46,7 +46,7 @@ for (const kind of testDatabases) {
         req.on('error', reject);
         req.write(body.slice(0, 10));
         setTimeout(() => {
-          process.kill(server.pid, 'SIGTERM');
+          process.kill(server.pid, signal);
           // the listener is closed at once: a new connection is refused while the write is still open
           waitUntilRefused(server.baseUrl).then(() => req.end(body.slice(10)), reject);
         }, 300);

@@ -17,7 +17,7 @@ describeEachDatabase('GET /metrics', (t) => {
     expect(text).toMatch(/^idempotent_replays_total [1-9]\d*$/m);
     expect(text).toMatch(/^idempotency_conflicts_total\{code="IDEMPOTENCY_KEY_REUSED"\} [1-9]\d*$/m);
     expect(text).toMatch(/^# TYPE rate_limited_requests_total counter$/m);
-    expect(text).toMatch(/^db_pool_connections\{state="max"\} \d+$/m);
+    for (const state of ['used', 'free', 'pending', 'max']) expect(text).toMatch(new RegExp(`^db_pool_connections\\{state="${state}"\\} \\d+$`, 'm'));
     expect(text).toMatch(/^process_cpu_seconds_total /m);
   });
 
@@ -69,4 +69,20 @@ describeEachDatabase('GET /metrics: webhook deliveries', (t) => {
     // the paused subscription's delivery waits: it is the backlog
     expect(await metric(/^webhook_deliveries_pending (\d+)$/m)).toBe(1);
   });
-}, { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' });
+
+  it('counts a failed attempt (retried later) and an abandoned one (410)', async () => {
+    const failed = /^webhook_delivery_attempts_total\{outcome="failed"\} (\d+)$/m;
+    const abandoned = /^webhook_delivery_attempts_total\{outcome="abandoned"\} (\d+)$/m;
+    const before = { failed: await metric(failed), abandoned: await metric(abandoned) };
+    receiver.answer((req, i) => (req.path === '/flaky' ? { status: i === 0 ? 500 : 410 } : { status: 200, body: 'ok' }));
+    await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/flaky`, eventTypes: ['site.created'] }).expect(201);
+    await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: 'Counted twice' }).expect(201);
+    await receiver.waitFor(2, { path: '/flaky' }); // WEBHOOK_RETRY_SCHEDULE below: the retry after 1 s
+    let counted = before;
+    for (let i = 0; i < 50 && counted.abandoned === before.abandoned; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      counted = { failed: await metric(failed), abandoned: await metric(abandoned) };
+    }
+    expect(counted).toEqual({ failed: before.failed + 1, abandoned: before.abandoned + 1 });
+  });
+}, { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_RETRY_SCHEDULE: '0,1' });

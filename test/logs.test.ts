@@ -107,6 +107,16 @@ describeEachDatabase('logs', (t) => {
       expect(pages).toBe(3);
     });
 
+    it('without limit a page holds 50 entries (the default the README and the contract give), then the cursor goes on', async () => {
+      const entityId = 'chk_defaultlimit';
+      for (let i = 0; i < 51; i++) await t.http.post('/v1/logs').set('Authorization', t.auth).send({ entityType: 'checkin', entityId, message: `entry ${i}` }).expect(201);
+      const first = await t.http.get(`/v1/logs?entityType=checkin&entityId=${entityId}`).set('Authorization', t.auth).expect(200);
+      expect(first.body.data).toHaveLength(50);
+      expect(first.body.nextCursor).toEqual(expect.any(String));
+      const rest = await t.http.get(`/v1/logs?entityType=checkin&entityId=${entityId}&cursor=${first.body.nextCursor}`).set('Authorization', t.auth).expect(200);
+      expect(rest.body).toMatchObject({ data: [{ message: 'entry 50' }], nextCursor: null });
+    });
+
     it('requires entityType and entityId, and rejects a limit out of range and a malformed cursor', async () => {
       const missing = await t.http.get('/v1/logs').set('Authorization', t.auth).expect(400);
       expect(missing.body).toEqual(anError('VALIDATION_ERROR', {

@@ -46,6 +46,15 @@ function walkthroughSteps(markdown: string): Step[] {
   return steps;
 }
 
+/** The walk-through's receiver (its one `js` block), run as the README says: `SECRET=… node receiver.js`. */
+function receiverSource(markdown: string): string {
+  const start = markdown.indexOf('## Walk-through');
+  const section = markdown.slice(start, markdown.indexOf('\n## ', start + 1));
+  const blocks = [...section.matchAll(/```js\n([\s\S]*?)```\n/g)].map((m) => m[1]);
+  if (blocks.length !== 1) throw new Error(`the walk-through has ${blocks.length} js blocks, expected the receiver's one`);
+  return blocks[0];
+}
+
 function parseOrText(body: string): unknown {
   try {
     return JSON.parse(body);
@@ -59,7 +68,7 @@ interface Call {
   body: string;
 }
 
-function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: string, round: number): { calls: Call[][]; output: string; exit: number | null } {
+function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: string, round: number): { calls: Call[][]; received: string; output: string; exit: number | null } {
   const log = path.join(workDir, `calls-${round}.log`);
   const prelude = [
     'set -euo pipefail',
@@ -75,16 +84,33 @@ function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: st
     `  printf '%s' "$out"`,
     '}',
   ].join('\n');
-  const body = steps.map((step, i) => `BLOCK=${i}\n${step.script}`).join('\n');
+  // the reader's second terminal: the README's receiver, started once the subscription's secret
+  // is known (after the block that reads it), stopped when the walk-through ends
+  fs.writeFileSync(path.join(workDir, 'receiver.js'), receiverSource(fs.readFileSync(README, 'utf8')));
+  const receiverLog = path.join(workDir, `receiver-${round}.log`);
+  const startReceiver = [
+    `SECRET="$SECRET" node receiver.js > ${JSON.stringify(receiverLog)} 2>&1 &`,
+    'RECEIVER=$!',
+    "trap 'kill $RECEIVER 2>/dev/null; wait $RECEIVER 2>/dev/null || true' EXIT",
+    'for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/9000) 2>/dev/null && break; sleep 0.1; done',
+  ].join('\n');
+  const subscribed = steps.findIndex((step) => step.script.includes('read HOOK SECRET'));
+  if (subscribed < 0) throw new Error('the walk-through has no block that subscribes the receiver (read HOOK SECRET)');
+  const waitForReceiver = `for i in $(seq 100); do [ "$(grep -c '^verified: ' ${JSON.stringify(receiverLog)} || true)" -ge 2 ] && break; sleep 0.1; done`;
+  const body = steps.map((step, i) => `BLOCK=${i}\n${step.script}${i === subscribed ? `\n${startReceiver}` : ''}`).join('\n') + `\n${waitForReceiver}`;
   const script = `${prelude}\n${body.split(PLACEHOLDER_URL).join(baseUrl).split(PLACEHOLDER_KEY).join(key)}`;
-  const result = spawnSync('bash', ['--noprofile', '--norc', '-c', script], { cwd: workDir, encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  // `require('standardwebhooks')` from the work folder finds the project's packages, as it does
+  // for a reader who saves receiver.js in the project's folder
+  const env = { ...process.env, NODE_PATH: path.resolve(__dirname, '..', 'node_modules') };
+  const result = spawnSync('bash', ['--noprofile', '--norc', '-c', script], { cwd: workDir, env, encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'] });
   const calls: Call[][] = steps.map(() => []);
   const text = fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '';
   for (const line of text.split('\n').filter(Boolean)) {
     const [block, status, ...rest] = line.split(' ');
     calls[Number(block)].push({ status: Number(status), body: rest.join(' ') });
   }
-  return { calls, output: `${result.stdout}\n${result.stderr}`, exit: result.status };
+  const received = fs.existsSync(receiverLog) ? fs.readFileSync(receiverLog, 'utf8') : '';
+  return { calls, received, output: `${result.stdout}\n${result.stderr}\n--- receiver ---\n${received}`, exit: result.status };
 }
 
 /**
@@ -95,8 +121,9 @@ function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: st
  */
 function differences(shown: unknown, actual: unknown, at = ''): string[] {
   // a line that shows a list answer's items (`jq '[.data[] | …]'`): the subscription's deliveries.
-  // How they went depends on the README's receiver (`node receiver.js`), which this test does not
-  // run: their outcome fields are only checked to be there.
+  // Their outcome fields depend on when the README's receiver (`node receiver.js`, which this test
+  // runs) answered relative to the listing: they are only checked to be there, and what the
+  // receiver printed is checked after the run.
   const listed = (actual as { data?: unknown } | null)?.data;
   if (at === '' && Array.isArray(shown) && Array.isArray(listed)) {
     if (shown.length !== listed.length) return [`shown ${shown.length} items, answered ${listed.length}`];
@@ -210,6 +237,14 @@ describeWithTools('README walk-through run as written', () => {
             }
           });
         });
+        // the README's receiver verified both events with standardwebhooks and printed them as shown
+        // (a second run's receiver also refuses the first run's subscription, signed with another secret)
+        const verified = run.received.split('\n').filter((line) => line.startsWith('verified: '));
+        expect({ round, verified }).toEqual({ round, verified: [
+          expect.stringMatching(/^verified: checkin\.created sequence \d+ status pre_checkin$/),
+          expect.stringMatching(/^verified: checkin\.activated sequence \d+ status active$/),
+        ] });
+        expect(run.received).toMatch(/^evt_[0-9a-z]{24} v1,[A-Za-z0-9+/=]{44}$/m);
         const ids = run.calls.flat().map((c) => { try { return (JSON.parse(c.body) as { id?: string }).id; } catch { return undefined; } }).filter((id): id is string => !!id);
         if (round === 1) firstIds.push(...ids);
         else expect(ids.filter((id) => firstIds.includes(id))).toEqual([]);

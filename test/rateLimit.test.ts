@@ -220,22 +220,28 @@ for (const { store, database, env } of stores) {
   });
 }
 
-describe('RATE_LIMIT_STORE=off', () => {
+/** One app on a fresh SQLite database for the enclosing describe, with LIMITS and `env`. */
+function appOnSqlite(env: Record<string, string>, logger?: pino.Logger): { db: () => TestDatabase; app: () => App } {
   let db: TestDatabase;
   let created: App;
   beforeAll(async () => {
     db = await sqlite.create();
-    created = createApp(loadConfig({ ...LIMITS, RATE_LIMIT_STORE: 'off' }), { db: db.knex, purgeIntervalMs: 0 });
+    created = createApp(loadConfig({ ...LIMITS, ...env }), { db: db.knex, logger, purgeIntervalMs: 0 });
     await created.ready();
   });
   afterAll(async () => {
     await created?.close();
     await db?.destroy();
   });
+  return { db: () => db, app: () => created };
+}
+
+describe('RATE_LIMIT_STORE=off', () => {
+  const { db, app } = appOnSqlite({ RATE_LIMIT_STORE: 'off' });
 
   it('counts nothing: no RateLimit fields and no 429, past every budget', async () => {
-    const client = testClient(created.app);
-    const auth = `Bearer ${(await createApiKey(db.knex, { scopes: ALL_SCOPES })).secret}`;
+    const client = testClient(app().app);
+    const auth = `Bearer ${(await createApiKey(db().knex, { scopes: ALL_SCOPES })).secret}`;
     for (let i = 0; i < 8; i++) { // the per-key budget of LIMITS is 5
       const res = await client.get('/v1/sites').set('Authorization', auth).expect(200);
       expect(res.headers['ratelimit-policy']).toBeUndefined();
@@ -254,25 +260,15 @@ describe('RATE_LIMIT_STORE=off', () => {
 });
 
 describe('a refused request is counted by policy in /metrics and logged as limited:<policy>', () => {
-  let db: TestDatabase;
-  let created: App;
   const lines: string[] = [];
-  beforeAll(async () => {
-    db = await sqlite.create();
-    const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
-    created = createApp(loadConfig({ ...LIMITS, LOG_LEVEL: 'info', RATE_LIMIT_STORE: 'memory' }), { db: db.knex, logger: pino({ level: 'info' }, sink), purgeIntervalMs: 0 });
-    await created.ready();
-  });
-  afterAll(async () => {
-    await created?.close();
-    await db?.destroy();
-  });
+  const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+  const { db, app } = appOnSqlite({ RATE_LIMIT_STORE: 'memory' }, pino({ level: 'info' }, sink));
 
   it('per-key and auth-failures', async () => {
-    const http = testClient(created.app);
+    const http = testClient(app().app);
     const counted = async (policy: string) => Number(new RegExp(`^rate_limited_requests_total\\{policy="${policy}"\\} (\\d+)$`, 'm').exec((await http.get('/metrics').expect(200)).text)?.[1] ?? 0);
     const before = { perKey: await counted('per-key'), auth: await counted('auth-failures') };
-    const auth = `Bearer ${(await createApiKey(db.knex, { scopes: ALL_SCOPES })).secret}`;
+    const auth = `Bearer ${(await createApiKey(db().knex, { scopes: ALL_SCOPES })).secret}`;
     for (let i = 0; i < 5; i++) await http.get('/v1/sites').set('Authorization', auth).expect(200);
     const refused = await http.get('/v1/sites').set('Authorization', auth).expect(429);
     for (let i = 0; i < 3; i++) await http.get('/v1/sites').set('X-Forwarded-For', '192.0.2.77').set('Authorization', 'Bearer fop_wrong').expect(401);

@@ -2683,7 +2683,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The database is unreachable (`SERVICE_UNAVAILABLE`). Nothing was done: retry after `Retry-After` seconds, a write with the same `Idempotency-Key`. */
+        /** @description The database is unreachable, or (subscribing a webhook) the target's host cannot be resolved right now (`SERVICE_UNAVAILABLE`). Nothing was done: retry after `Retry-After` seconds, a write with the same `Idempotency-Key`. */
         ServiceUnavailable: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];

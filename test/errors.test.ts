@@ -4,6 +4,8 @@ import { createApp } from '../runtime/http/app';
 import { loadConfig } from '../runtime/config';
 import { describeEachDatabase, anError, aRequestId, testClient, TEST_ENV } from './support/testApp';
 import { MAX_ERROR_DETAILS } from '../runtime/http/validation';
+import { notImplemented } from '../runtime/errors';
+import { renderHandlerStub } from '../scripts/contract/operations';
 
 // The errors of docs/architecture.md ("Statuses, errors and versions") that do not depend on a resource, through the real app.
 describeEachDatabase('errors', (t) => {
@@ -187,5 +189,15 @@ describeEachDatabase('public routes', (t) => {
     await t.http.get('/docs/assets/favicon-32x32.png').expect(200).expect('Content-Type', 'image/png');
     const icon = await t.http.get('/favicon.ico').expect(200).expect('Content-Type', 'image/png');
     expect(icon.body.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+  });
+});
+
+describe('501 NOT_IMPLEMENTED: the stub npm run generate writes for an operation without a handler', () => {
+  it('throws notImplemented naming its operation, which answers 501 with that code', () => {
+    const stub = renderHandlerStub('getWidget');
+    expect(stub).toContain("defineHandler('getWidget'");
+    expect(stub).toContain("throw notImplemented('getWidget')");
+    const err = notImplemented('getWidget');
+    expect(err).toMatchObject({ status: 501, code: 'NOT_IMPLEMENTED', message: expect.stringContaining('getWidget') });
   });
 });

@@ -1,7 +1,8 @@
 /**
  * The error catalogue: every stable `code` is defined here once, with its HTTP status.
  * Handlers and the runtime throw ApiError; one middleware (http/errorRendering.ts) renders
- * `{error, code, details, requestId}`. Anything that is not an ApiError becomes 500 INTERNAL.
+ * `{error, code, details, requestId}`. A few other errors are mapped there (a malformed cursor,
+ * an unreachable database, a malformed URL); anything else becomes 500 INTERNAL.
  */
 export const ERROR_CODES = {
   VALIDATION_ERROR: 400,

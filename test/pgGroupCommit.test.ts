@@ -59,6 +59,40 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     expect(events).toHaveLength(entities.length);
   });
 
+  itOnPostgres("a burst of one organization's writes, one per turn, holds one pooled connection at a time and shares fewer batches", async () => {
+    // each batch's work takes a while, so that without the wait each turn's batch would take a
+    // connection of its own and queue on the organization's write lock with it
+    const pool = t.db.knex.client as unknown as { acquireConnection(): Promise<unknown>; releaseConnection(conn: unknown): Promise<unknown> };
+    const { acquireConnection, releaseConnection } = pool;
+    let held = 0;
+    let most = 0;
+    pool.acquireConnection = async function (this: unknown) {
+      const conn = await acquireConnection.call(this);
+      most = Math.max(most, ++held);
+      return conn;
+    };
+    pool.releaseConnection = async function (this: unknown, conn: unknown) {
+      held--;
+      return releaseConnection.call(this, conn);
+    };
+    try {
+      const entities = ids('burst', 24);
+      const pending: Promise<{ reply: Reply }>[] = [];
+      for (const e of entities) {
+        pending.push(runWrite(t.db.knex, settings, { orgId, requestId: `req_${e}` }, logWrite(e, async (trx) => { await trx.raw('select pg_sleep(0.02)'); }).work));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      const results = await Promise.all(pending);
+      expect(results.map((r) => r.reply.status)).toEqual(entities.map(() => 201));
+      expect(most).toBe(1);
+      // the writes that came while a batch ran shared the next one
+      expect(new Set(Object.values(await writers(entities))).size).toBeLessThan(entities.length / 2);
+    } finally {
+      pool.acquireConnection = acquireConnection;
+      pool.releaseConnection = releaseConnection;
+    }
+  });
+
   itOnPostgres("two organizations' writes in one turn commit in a batch each, behind each organization's write lock", async () => {
     const other = (await authenticate(t.db.knex, await t.newKey({ organization: 'group-commit-other' }))).orgId;
     const mine = ids('org-mine', 3);

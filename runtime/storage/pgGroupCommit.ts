@@ -15,7 +15,9 @@ import { LendingTransaction, lendTo, type LentKnex, type WriteTransaction } from
  * one connection, and one flush:
  *
  * - The first one begins the batch (BEGIN, sent without waiting); the batch takes the requests of
- *   the current turn (it closes at its end, setImmediate) up to MAX_PG_BATCH. Their statements
+ *   the current turn (it closes at its end, setImmediate) up to MAX_PG_BATCH — or, when the
+ *   organization's previous batch in this process is still running, every request until that one
+ *   has ended and to the end of the turn in which its own connection came (batchToJoin). Their statements
  *   go out pipelined on the batch's connection (storage/pgPipeline.ts), interleaved as the requests
  *   run, and the batch commits once all of them have finished.
  * - No savepoints: Postgres' savepoints nest, and the members interleave. Instead, a member whose
@@ -59,16 +61,23 @@ class PgBatch {
   readonly outcome: Promise<Outcome>;
   private end!: { resolve(o: Outcome): void; reject(err: unknown): void };
 
+  /** Settles once the batch has ended, whatever its outcome (its connection is back in the pool). */
+  readonly ended: Promise<void>;
+
   constructor(
     readonly pool: ConnectionPool,
     readonly orgId: string,
+    /** The end of the organization's previous shared batch in this process, if one is still running. */
+    after?: Promise<void>,
   ) {
     this.outcome = new Promise<Outcome>((resolve, reject) => {
       this.end = { resolve, reject };
     });
     // read by every member; never an unhandled rejection when none is left to read it
     this.outcome.catch(() => undefined);
+    this.ended = this.outcome.then(() => undefined, () => undefined);
     this.conn = (async () => {
+      if (after) await after;
       const conn = (await pool.acquireConnection()) as PgClient;
       startPipelining(conn);
       // answered with the first statement that waits
@@ -151,7 +160,21 @@ const ORG_WRITES_LOCK_SQL = `select pg_advisory_xact_lock(hashtext('writes'), ha
 
 /** Per connection pool (a database handle) and organization: the batch that takes members now. */
 const openBatches = new WeakMap<object, Map<string, PgBatch>>();
+/** Per connection pool and organization: the latest shared batch, until it has ended. */
+const lastBatches = new WeakMap<object, Map<string, PgBatch>>();
 
+/**
+ * A new shared batch of an organization takes its connection only once the organization's
+ * previous shared batch in this process has ended, and takes members until then (up to
+ * MAX_PG_BATCH) and to the end of the turn in which its connection came. The batches of one
+ * organization pass its write lock one at a time anyway; waiting for it here instead of on a
+ * pooled connection keeps a burst of one organization's writes from holding every connection of
+ * the pool (each new batch waiting on the lock), which left other organizations' requests and
+ * reads without one and answered 503 once the pool's acquire timeout passed. The writes that
+ * arrive meanwhile share the next batch, so a burst makes fewer, fuller batches.
+ * A batch of its own (`alone`) neither waits nor is waited for: a write with a step that waits on
+ * the network must not hold up the others (inBatchOfItsOwn).
+ */
 function batchToJoin(db: Knex, orgId: string, alone: boolean): PgBatch {
   const pool = db.client as unknown as ConnectionPool;
   if (alone) {
@@ -165,9 +188,17 @@ function batchToJoin(db: Knex, orgId: string, alone: boolean): PgBatch {
   if (open === undefined) openBatches.set(pool, (open = new Map()));
   let batch = open.get(orgId);
   if (batch === undefined) {
-    const opened = new PgBatch(pool, orgId);
+    let last = lastBatches.get(pool);
+    if (last === undefined) lastBatches.set(pool, (last = new Map()));
+    const opened = new PgBatch(pool, orgId, last.get(orgId)?.ended);
     open.set(orgId, opened);
-    setImmediate(() => opened.close());
+    last.set(orgId, opened);
+    const lastOf = last;
+    void opened.ended.then(() => {
+      if (lastOf.get(orgId) === opened) lastOf.delete(orgId);
+    });
+    // closes at the end of the turn in which its connection came (at once when it never came)
+    opened.conn.then(() => setImmediate(() => opened.close()), () => opened.close());
     batch = opened;
   }
   batch.members++;

@@ -1,23 +1,9 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { ALL_SCOPES } from '../runtime/auth/apiKeys';
 import { describeEachDatabase, anError } from './support/testApp';
-
-const run = promisify(execFile);
-const ROOT = path.join(__dirname, '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+import { runScript } from './support/scripts';
 
 /** `npm run keys -- …` as a user runs it, against the test database. */
-async function keysCli(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(TSX, ['scripts/keys.ts', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: databaseUrl }, timeout: 30000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const keysCli = (databaseUrl: string, ...args: string[]) => runScript('keys.ts', args, databaseUrl);
 
 const lastLine = (text: string) => text.trim().split('\n').pop()!;
 

@@ -30,11 +30,15 @@ interface Step {
   shown: string[];
 }
 
+/** The README's walk-through section, up to the next `## ` heading. */
+function walkthroughSection(markdown: string): string {
+  const start = markdown.indexOf('## Walk-through');
+  return markdown.slice(start, markdown.indexOf('\n## ', start + 1));
+}
+
 /** The walk-through's shell blocks, each with the output block that follows it (if any). */
 function walkthroughSteps(markdown: string): Step[] {
-  const start = markdown.indexOf('## Walk-through');
-  const end = markdown.indexOf('\n## ', start + 1);
-  const section = markdown.slice(start, end);
+  const section = walkthroughSection(markdown);
   const fences = [...section.matchAll(/```(\w+)\n([\s\S]*?)```\n/g)].map((m) => ({ lang: m[1], text: m[2], at: m.index!, end: m.index! + m[0].length }));
   const steps: Step[] = [];
   fences.forEach((fence, i) => {
@@ -48,9 +52,7 @@ function walkthroughSteps(markdown: string): Step[] {
 
 /** The walk-through's receiver (its one `js` block), run as the README says: `SECRET=… node receiver.js`. */
 function receiverSource(markdown: string): string {
-  const start = markdown.indexOf('## Walk-through');
-  const section = markdown.slice(start, markdown.indexOf('\n## ', start + 1));
-  const blocks = [...section.matchAll(/```js\n([\s\S]*?)```\n/g)].map((m) => m[1]);
+  const blocks = [...walkthroughSection(markdown).matchAll(/```js\n([\s\S]*?)```\n/g)].map((m) => m[1]);
   if (blocks.length !== 1) throw new Error(`the walk-through has ${blocks.length} js blocks, expected the receiver's one`);
   return blocks[0];
 }

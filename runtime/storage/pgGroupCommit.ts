@@ -163,6 +163,13 @@ const openBatches = new WeakMap<object, Map<string, PgBatch>>();
 /** Per connection pool and organization: the latest shared batch, until it has ended. */
 const lastBatches = new WeakMap<object, Map<string, PgBatch>>();
 
+/** The organizations' batches of one pool in `byPool`, made on first use. */
+function ofPool(byPool: WeakMap<object, Map<string, PgBatch>>, pool: object): Map<string, PgBatch> {
+  let batches = byPool.get(pool);
+  if (batches === undefined) byPool.set(pool, (batches = new Map()));
+  return batches;
+}
+
 /**
  * A new shared batch of an organization takes its connection only once the organization's
  * previous shared batch in this process has ended, and takes members until then (up to
@@ -184,18 +191,15 @@ function batchToJoin(db: Knex, orgId: string, alone: boolean): PgBatch {
     own.close();
     return own;
   }
-  let open = openBatches.get(pool);
-  if (open === undefined) openBatches.set(pool, (open = new Map()));
+  const open = ofPool(openBatches, pool);
   let batch = open.get(orgId);
   if (batch === undefined) {
-    let last = lastBatches.get(pool);
-    if (last === undefined) lastBatches.set(pool, (last = new Map()));
+    const last = ofPool(lastBatches, pool);
     const opened = new PgBatch(pool, orgId, last.get(orgId)?.ended);
     open.set(orgId, opened);
     last.set(orgId, opened);
-    const lastOf = last;
     void opened.ended.then(() => {
-      if (lastOf.get(orgId) === opened) lastOf.delete(orgId);
+      if (last.get(orgId) === opened) last.delete(orgId);
     });
     // closes at the end of the turn in which its connection came (at once when it never came)
     opened.conn.then(() => setImmediate(() => opened.close()), () => opened.close());

@@ -77,7 +77,7 @@ async function createPostgres(): Promise<TestDatabase> {
 }
 
 /** A postgres URL whose connections use `schema` (libpq `options=-c search_path=…`), for child processes. */
-function withSearchPath(url: string, schema: string): string {
+export function withSearchPath(url: string, schema: string): string {
   const u = new URL(url);
   u.searchParams.set('options', `-c search_path=${schema}`);
   return u.toString();

@@ -8,7 +8,7 @@ import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteC
 import { commitOtherBatches } from './sqliteGroupCommit';
 import { isPipelining, queryInOrder, sendWithoutWaiting } from './pgPipeline';
 import { readsShareAConnection, sharedReadConnection } from './sharedReads';
-import { noteChange } from './lentKnex';
+import { lentConnection, noteChange } from './lentKnex';
 export type { Dialect };
 
 export interface Database {
@@ -174,6 +174,31 @@ export async function runStatement(db: Knex, sql: string, bindings: readonly Bin
 }
 
 /**
+ * Runs `work` on the SQLite connection under `db` (better-sqlite3: its statements run
+ * synchronously), counted as a change: for a write's fixed statements that belong together (the
+ * event of a write and the lookup of who listens to it; a batch of sensor readings). In a write
+ * transaction `work` runs at once on the transaction's connection, with no promise between its
+ * statements or around them: every domain write records an event, and Knex's acquire and release
+ * of the connection around each statement cost that path a fifth of the event's CPU
+ * (bench/README.md, "What changed in this round"). Elsewhere on a connection from Knex's pool.
+ * SQLite only.
+ */
+export async function onSqliteConnection<R>(db: Knex, work: (conn: SqliteStatements) => R): Promise<R> {
+  noteChange(db);
+  const lent = lentConnection(db);
+  if (lent !== undefined) return work(lent as unknown as SqliteStatements);
+  return onDriverConnection(db, async (conn) => work(conn));
+}
+
+/** What onSqliteConnection's work uses of a better-sqlite3 connection (its prepare is the statement cache's). */
+export interface SqliteStatements {
+  prepare(sql: string): {
+    all(...bindings: readonly Binding[]): unknown[];
+    run(...bindings: readonly Binding[]): { changes: number };
+  };
+}
+
+/**
  * Runs one fixed write statement whose answer the code does not need (the event of a write, the
  * stored answer of an Idempotency-Key). In a Postgres write transaction it is sent without
  * waiting (storage/pgPipeline.ts): it is answered with the transaction's next statement that
@@ -201,7 +226,7 @@ export async function sendInTransaction(
   });
 }
 
-type Binding = string | number | null;
+export type Binding = string | number | null;
 
 /**
  * Runs `work` on the driver's connection under `db`: the transaction's own connection when `db`

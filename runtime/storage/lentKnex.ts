@@ -93,6 +93,15 @@ export function noteChange(db: Knex, mayWait = true): void {
 }
 
 /**
+ * The connection `db` lends when it is the Knex instance of an open write transaction, else
+ * undefined: for work that runs synchronously on it (storage/database.ts, onSqliteConnection),
+ * without the promises of Knex's acquire and release.
+ */
+export function lentConnection(db: Knex): Connection | undefined {
+  return (db.client as { loan?: Loan }).loan?.conn;
+}
+
+/**
  * The connection one transaction lends, until it ends; shared by that transaction's clients. A
  * class, not a plain object: copies Knex makes of a client (`withUserParams` merges the client's
  * fields deeply) then share the loan instead of keeping a connection of their own.

@@ -2,7 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { decodeCursor, encodeCursor, type Page } from '../../cursor';
 import { rowsOf } from '../rawRows';
-import { runStatement } from '../database';
+import type { SqliteStatements } from '../database';
 
 export type Event = components['schemas']['Event'];
 type EventType = components['schemas']['EventType'];
@@ -29,7 +29,7 @@ export function toEvent(row: EventRow): Event {
   };
 }
 
-// Fixed text run through the driver (storage/database.ts, runStatement): every domain write runs
+// Fixed text run through the driver (storage/database.ts, onSqliteConnection): every domain write runs
 // it, and Knex's builder and runner cost more than the insert itself. No `returning`: nothing
 // reads the event's seq at the write (it is the feed's, read later), and SQLite carries
 // `returning` out as a trigger that collects the rows in a temporary table — about 1.5 of the
@@ -37,9 +37,12 @@ export function toEvent(row: EventRow): Event {
 const INSERT_SQL = `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
   values (?, ?, ?, ?, ?, ?, ?)`;
 
-/** Inserts the event (SQLite; on Postgres webhookDeliveriesRepository.insertEventAndQueueDeliveries does it all in one statement). */
-export async function insertEvent(db: Knex, row: Omit<EventRow, 'seq'>): Promise<void> {
-  await runStatement(db, INSERT_SQL, [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.occurred_at]);
+/**
+ * Inserts the event on SQLite, in the work of onSqliteConnection (storage/database.ts); on
+ * Postgres webhookDeliveriesRepository.insertEventAndQueueDeliveries does it all in one statement.
+ */
+export function insertEventOn(conn: SqliteStatements, row: Omit<EventRow, 'seq'>): void {
+  conn.prepare(INSERT_SQL).run(row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.occurred_at);
 }
 
 export async function findEvent(db: Knex, orgId: string, id: string): Promise<Event | undefined> {

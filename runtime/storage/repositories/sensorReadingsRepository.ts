@@ -6,6 +6,7 @@ import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import { dialectOf } from '../databaseErrors';
 import { rowsOf } from '../rawRows';
+import { onSqliteConnection } from '../database';
 import type { ListFilters } from '../listFilters';
 
 export type SensorReading = components['schemas']['SensorReading'];
@@ -43,6 +44,7 @@ const LOOKUP_ROWS_PER_STATEMENT = 500;
 
 const INSERT_INTO = `insert into sensor_readings (${INSERT_COLUMNS.join(', ')})`;
 const ON_CONFLICT = ` on conflict (org_id, ${IDENTITY_COLUMNS}) do nothing`;
+const SQLITE_INSERT_SQL = `${INSERT_INTO} values (${INSERT_COLUMNS.map(() => '?').join(', ')})${ON_CONFLICT}`;
 
 function toReading(row: SensorReadingRow | NewRow): SensorReading {
   return {
@@ -136,32 +138,16 @@ export async function ingestSensorReadings(db: Knex, orgId: string, inputs: read
  * every statement anew (docs/architecture.md, "Known traps in the stack"). `changes` says whether the row was new.
  */
 async function insertOnSqlite(db: Knex, rows: readonly NewRow[]): Promise<Set<string>> {
-  const inserted = new Set<string>();
-  const connection = (await db.client.acquireConnection()) as SqliteConnection;
-  try {
-    let statement = sqliteInsertStatements.get(connection);
-    if (!statement) {
-      statement = connection.prepare(`${INSERT_INTO} values (${INSERT_COLUMNS.map(() => '?').join(', ')})${ON_CONFLICT}`);
-      sqliteInsertStatements.set(connection, statement);
-    }
+  return onSqliteConnection(db, (conn) => {
+    const inserted = new Set<string>();
+    const statement = conn.prepare(SQLITE_INSERT_SQL);
     for (const row of rows) {
       const { changes } = statement.run(row.id, row.org_id, row.provider, row.sensor_external_id, row.sensor_name, row.site_id, row.metric, row.value, row.unit, row.occurred_at, row.created_at);
       if (changes > 0) inserted.add(row.id);
     }
-  } finally {
-    // in a transaction this is a no-op (the connection stays the transaction's)
-    await db.client.releaseConnection(connection);
-  }
-  return inserted;
+    return inserted;
+  });
 }
-
-interface SqliteStatement {
-  run(...params: unknown[]): { changes: number };
-}
-interface SqliteConnection {
-  prepare(sql: string): SqliteStatement;
-}
-const sqliteInsertStatements = new WeakMap<SqliteConnection, SqliteStatement>();
 
 /**
  * Postgres: the whole batch in one statement, one array parameter per column (`unnest`), so

@@ -2,11 +2,11 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { newIdBatch } from '../../ids';
 import { dialectOf } from '../databaseErrors';
-import { selectRows, sendInTransaction } from '../database';
+import { onSqliteConnection, sendInTransaction, type SqliteStatements } from '../database';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import type { ListFilters } from '../listFilters';
-import { insertEvent, type EventRow } from './eventsRepository';
+import { insertEventOn, type EventRow } from './eventsRepository';
 import type { WebhookSubscriptionRow } from './webhookSubscriptionsRepository';
 
 export type WebhookDelivery = components['schemas']['WebhookDelivery'];
@@ -54,15 +54,16 @@ export function toDelivery(row: WebhookDeliveryRow): WebhookDelivery {
 }
 
 /**
- * The subscriptions of the organization that listen to `type`, active or paused (a paused one
- * keeps its backlog for the resume): one indexed lookup, which finds nothing when nobody listens.
+ * SQLite: the subscriptions of the organization that listen to `type`, active or paused (a
+ * paused one keeps its backlog for the resume), in the work of onSqliteConnection
+ * (storage/database.ts): one indexed lookup, which finds nothing when nobody listens. On Postgres
+ * RECORD_EVENT_SQL below looks them up itself.
  */
-export async function findListeningSubscriptions(db: Knex, orgId: string, type: string): Promise<string[]> {
-  const rows = await selectRows<{ id: string }>(db, LISTENING_SQL, [orgId, type]);
-  return rows.map((row) => row.id);
+function listeningSubscriptionsOn(conn: SqliteStatements, orgId: string, type: string): string[] {
+  return (conn.prepare(LISTENING_SQL).all(orgId, type) as { id: string }[]).map((row) => row.id);
 }
 
-// fixed text run through the driver: every domain write runs it (storage/database.ts, selectRows)
+// fixed text run through the driver: every domain write runs it
 const LISTENING_SQL = `select s.id from webhook_subscription_types st
   join webhook_subscriptions s on s.id = st.subscription_id
   where st.org_id = ? and st.event_type = ? and s.status in ('active', 'paused')`;
@@ -80,8 +81,8 @@ const LISTENING_SQL = `select s.id from webhook_subscription_types st
  * hex digits of an MD5 of a random UUID (hex digits are a subset of the ids' alphabet). In a
  * write transaction the statement is sent without waiting (storage/database.ts,
  * sendInTransaction): it is answered with the COMMIT.
- * SQLite has one writer at a time: no lock, `now()` at the insert, three short statements on the
- * one connection (the lookup, the event, the deliveries when someone listens).
+ * SQLite has one writer at a time: no lock, `now()` at the insert, the lookup and the event in one
+ * synchronous call on the transaction's connection, then the deliveries when someone listens.
  */
 export async function insertEventAndQueueDeliveries(
   db: Knex,
@@ -89,10 +90,12 @@ export async function insertEventAndQueueDeliveries(
   now: () => string,
 ): Promise<void> {
   if (dialectOf(db) !== 'postgres') {
-    const listening = await findListeningSubscriptions(db, row.org_id, row.type);
-    const occurredAt = now();
-    await insertEvent(db, { ...row, occurred_at: occurredAt });
-    await insertDeliveries(db, row.org_id, listening, { id: row.id, type: row.type, occurredAt });
+    const { listening, occurredAt } = await onSqliteConnection(db, (conn) => {
+      const event = { ...row, occurred_at: now() };
+      insertEventOn(conn, event);
+      return { listening: listeningSubscriptionsOn(conn, row.org_id, row.type), occurredAt: event.occurred_at };
+    });
+    if (listening.length) await insertDeliveries(db, row.org_id, listening, { id: row.id, type: row.type, occurredAt });
     return;
   }
   await sendInTransaction(db, RECORD_EVENT_SQL, [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.org_id]);

@@ -41,8 +41,8 @@ const INSERT_SQL = `insert into events (id, org_id, type, resource_id, data, cha
  * Inserts the event on SQLite, in the work of onSqliteConnection (storage/database.ts); on
  * Postgres webhookDeliveriesRepository.insertEventAndQueueDeliveries does it all in one statement.
  */
-export function insertEventOn(conn: SqliteStatements, row: Omit<EventRow, 'seq'>): void {
-  conn.prepare(INSERT_SQL).run(row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.occurred_at);
+export function insertEventOn(conn: SqliteStatements, row: Omit<EventRow, 'seq' | 'occurred_at'>, occurredAt: string): void {
+  conn.prepare(INSERT_SQL).run(row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, occurredAt);
 }
 
 export async function findEvent(db: Knex, orgId: string, id: string): Promise<Event | undefined> {

@@ -91,9 +91,10 @@ export async function insertEventAndQueueDeliveries(
 ): Promise<void> {
   if (dialectOf(db) !== 'postgres') {
     const { listening, occurredAt } = await onSqliteConnection(db, (conn) => {
-      const event = { ...row, occurred_at: now() };
-      insertEventOn(conn, event);
-      return { listening: listeningSubscriptionsOn(conn, row.org_id, row.type), occurredAt: event.occurred_at };
+      const ids = listeningSubscriptionsOn(conn, row.org_id, row.type);
+      const at = now();
+      insertEventOn(conn, row, at);
+      return { listening: ids, occurredAt: at };
     });
     if (listening.length) await insertDeliveries(db, row.org_id, listening, { id: row.id, type: row.type, occurredAt });
     return;

@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
-import { runStatement, sendInTransaction } from '../runtime/storage/database';
+import { onSqliteConnection, runStatement, sendInTransaction } from '../runtime/storage/database';
 import { dialectOf } from '../runtime/storage/databaseErrors';
 import { beginWriteTransaction, inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { testDatabases, TestDatabase, warnIfPostgresSkipped } from './support/databases';
+import { itOn } from './support/testApp';
 
 // The server's write transactions are opened, committed and rolled back through the driver, and
 // the work gets a Knex instance lent the transaction's connection (runtime/storage/writeTransaction.ts).
@@ -83,6 +84,27 @@ describe.each(testDatabases)('write transactions ($name)', (kind) => {
     await open.commit();
     expect(await count('stale%')).toBe(0);
     expect(await count('the open one')).toBe(1);
+  });
+
+  itOn({ kind: kind.name }, 'sqlite')('runs the grouped statements of a write (onSqliteConnection) in its transaction: kept with the commit, undone with the rollback, refused after it ended', async () => {
+    const insert = (trx: Knex, who: string) => onSqliteConnection(trx, (conn) => conn.prepare('insert into notes (id, who) values (?, ?)').run(nextId++, who).changes);
+    await inWriteTransaction(knex, async (trx) => {
+      expect(await insert(trx, 'grouped, kept')).toBe(1);
+      expect(Number((await trx('notes').where({ who: 'grouped, kept' }).count({ n: '*' }))[0].n)).toBe(1);
+    });
+    await expect(
+      inWriteTransaction(knex, async (trx) => {
+        await insert(trx, 'grouped, rolled back');
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    let ended: Knex | undefined;
+    await inWriteTransaction(knex, async (trx) => {
+      ended = trx;
+    });
+    await expect(insert(ended!, 'grouped, too late')).rejects.toThrow(/write transaction has ended/);
+    expect(await count('grouped, kept')).toBe(1);
+    expect(await count('grouped, %')).toBe(1);
   });
 
   it('does not nest: beginning a transaction on a transaction\'s instance throws, and the outer one is unharmed', async () => {

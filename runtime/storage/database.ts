@@ -174,14 +174,15 @@ export async function runStatement(db: Knex, sql: string, bindings: readonly Bin
 }
 
 /**
- * Runs `work` on the SQLite connection under `db` (better-sqlite3: its statements run
- * synchronously), counted as a change: for a write's fixed statements that belong together (the
- * event of a write and the lookup of who listens to it; a batch of sensor readings). In a write
- * transaction `work` runs at once on the transaction's connection, with no promise between its
- * statements or around them: every domain write records an event, and Knex's acquire and release
- * of the connection around each statement cost that path a fifth of the event's CPU
- * (bench/README.md, "What changed in this round"). Elsewhere on a connection from Knex's pool.
- * SQLite only.
+ * Runs `work` on the SQLite connection under `db`, counted as a change: for a write's fixed
+ * statements that belong together (the event of a write and the lookup of the subscriptions
+ * listening to it; a batch of sensor readings). better-sqlite3 runs statements synchronously,
+ * so nothing comes between them. In one of the server's write transactions (storage/
+ * writeTransaction.ts) `work` runs at once on its connection, with no promise around it: every
+ * domain write records an event, and Knex's acquire and release of the connection around each
+ * statement were a fifth of the event's CPU (bench/README.md, "What changed in this round").
+ * Elsewhere through Knex's acquire and release: a Knex transaction's own connection, or one
+ * taken from the pool. SQLite only.
  */
 export async function onSqliteConnection<R>(db: Knex, work: (conn: SqliteStatements) => R): Promise<R> {
   noteChange(db);

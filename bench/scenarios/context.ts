@@ -17,6 +17,8 @@ export interface Settings {
   startRepetitions: number;
   /** Stored readings for the growth comparison (1 million; `--growth=N` to change). */
   growthReadings: number;
+  /** `--events-aa`: the write scenario's process "without events" records them too (an A/A check of that comparison). */
+  eventsAa: boolean;
   log(line: string): void;
 }
 

@@ -81,7 +81,11 @@ export async function readScenario(settings: Settings): Promise<Measurement[]> {
  * floor doing the same insert, interleaved. After each phase the rows each subject stored
  * (told apart by the message's prefix) must match its 201s. The cost of recording events: the
  * same API with a key, served by a second process whose `recordEvent` is a no-op
- * (lib/withoutEvents.cjs), on the same database, interleaved with the others.
+ * (lib/withoutEvents.cjs), on the same database, interleaved with the others. That process
+ * serves the same mix as the api process (a keyed phase, then an unkeyed one, every round):
+ * two identical processes compared, one of which had only ever served keyed writes, differed by
+ * about 5% (bench/README.md, "Cost of events"). `--events-aa` starts that second process with
+ * its events on, to check the comparison itself: its ratio should then be about 1.00.
  */
 export async function writeScenario(settings: Settings): Promise<Measurement[]> {
   const apiDb = await createBenchDatabase('write', settings.postgresUrl);
@@ -94,7 +98,7 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
     servers.push(floor);
     const peer = await startPeer(apiDb);
     servers.push(peer);
-    const noEvents = await startApi(settings, apiDb, 'write-no-events', WITHOUT_EVENTS);
+    const noEvents = await startApi(settings, apiDb, settings.eventsAa ? 'write-twin' : 'write-no-events', settings.eventsAa ? [] : WITHOUT_EVENTS);
     servers.push(noEvents);
     const entityId = await checkinFixture(api, apiDb, floorDb);
 
@@ -133,12 +137,16 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
     const authorized = { ...jsonHeaders, authorization: `Bearer ${apiDb.secret}` };
     const target = (server: ServerProcess, headers: Record<string, string>, tag: string, withKey: boolean) =>
       ({ url: server.url, server, connections: WRITE_CONNECTIONS, headers, requests: writeRequests(tag, withKey) });
-    settings.log(`  write: POST /v1/logs, ${WRITE_CONNECTIONS} connections: api with a fresh Idempotency-Key each, api without, api without events, peer, floor`);
+    settings.log(`  write: POST /v1/logs, ${WRITE_CONNECTIONS} connections: api with a fresh Idempotency-Key each, api without, api without events with a key and without, peer, floor`);
     const results = await measureInterleaved(
       [
         { name: 'api', target: target(api, authorized, 'api', true), after: await counted(apiDb, 'api') },
         { name: 'api (no key)', target: target(api, authorized, 'plain', false), after: await counted(apiDb, 'plain') },
         { name: 'api (no events)', target: target(noEvents, authorized, 'noevents', true), after: await counted(apiDb, 'noevents') },
+        // the same mix as the api process serves: a process that only ever ran keyed writes was
+        // measured about 5% faster than an identical one that also ran unkeyed ones (the A/A run
+        // in bench/README.md, "Cost of events")
+        { name: 'api (no events, no key)', target: target(noEvents, authorized, 'noeventsplain', false), after: await counted(apiDb, 'noeventsplain') },
         { name: 'peer', target: target(peer, authorized, 'peer', false), after: await counted(apiDb, 'peer') },
         { name: 'express floor', target: target(floor, jsonHeaders, 'floor', false), after: await counted(floorDb, 'floor') },
       ],
@@ -146,20 +154,25 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
       settings.log,
     );
     const rss = await Promise.all(servers.map((s) => s.stop()));
-    // one log.created per log the real API stored, none for the process without events
+    // one log.created per log the real API stored, none for the process without events (with
+    // --events-aa, one per log of both)
     const events = await apiDb.count('events', { column: 'type', value: 'log.created' });
-    const logsWithEvents = (await apiDb.count('logs', { column: 'message', value: 'bench api ' })) + (await apiDb.count('logs', { column: 'message', value: 'bench plain ' }));
-    if (events !== logsWithEvents) throw new Error(`write: ${events} log.created events for ${logsWithEvents} logs stored by the API (the process without events must record none)`);
+    let logsWithEvents = 0;
+    for (const tag of settings.eventsAa ? ['api', 'plain', 'noevents', 'noeventsplain'] : ['api', 'plain']) logsWithEvents += await apiDb.count('logs', { column: 'message', value: `bench ${tag} ` });
+    if (events !== logsWithEvents) throw new Error(`write: ${events} log.created events for ${logsWithEvents} logs stored by the API (${settings.eventsAa ? 'both processes record events' : 'the process without events must record none'})`);
     const floorRate = results['express floor'].median.requestsPerSec;
     const peerRate = results.peer.median.requestsPerSec;
     const plain = results['api (no key)'];
     const withoutEvents = results['api (no events)'];
+    const plainWithoutEvents = results['api (no events, no key)'];
     return [
       { scenario: 'write', subject: 'api', ...figures(results.api), peakRssMb: rss[0], baseline: 'write / express floor', ratio: results.api.median.requestsPerSec / floorRate, cpuRatio: cpuRatio(results.api, results['express floor']), note: 'fresh Idempotency-Key each', detail: results.api },
       { scenario: 'write', subject: 'api ÷ peer', baseline: 'write / peer', ratio: results.api.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(results.api, results.peer), note: 'with a key vs the peer without' },
       { scenario: 'write', subject: 'api (no key)', ...figures(plain), peakRssMb: rss[0], baseline: 'write / peer', ratio: plain.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(plain, results.peer), note: 'no Idempotency-Key', detail: plain },
       { scenario: 'write', subject: 'api ÷ api (no events)', baseline: 'write / api (no events)', ratio: results.api.median.requestsPerSec / withoutEvents.median.requestsPerSec, cpuRatio: cpuRatio(results.api, withoutEvents), note: 'what recording events leaves of the write throughput' },
-      { scenario: 'write', subject: 'api (no events)', ...figures(withoutEvents), peakRssMb: rss[3], note: 'fresh Idempotency-Key each; recordEvent a no-op (lib/withoutEvents.cjs), same database', detail: withoutEvents },
+      { scenario: 'write', subject: 'api (no events)', ...figures(withoutEvents), peakRssMb: rss[3], note: settings.eventsAa ? 'fresh Idempotency-Key each; --events-aa: a second API process with its events on, same database' : 'fresh Idempotency-Key each; recordEvent a no-op (lib/withoutEvents.cjs), same database', detail: withoutEvents },
+      { scenario: 'write', subject: 'api (no key) ÷ api (no events, no key)', baseline: 'write / api (no events)', ratio: plain.median.requestsPerSec / plainWithoutEvents.median.requestsPerSec, cpuRatio: cpuRatio(plain, plainWithoutEvents), note: 'for the record: the same without a key' },
+      { scenario: 'write', subject: 'api (no events, no key)', ...figures(plainWithoutEvents), peakRssMb: rss[3], note: 'no Idempotency-Key; the same process as api (no events)', detail: plainWithoutEvents },
       { scenario: 'write', subject: 'peer', ...figures(results.peer), peakRssMb: rss[2], note: 'express + express-openapi-validator + Knex, key by hash per request, same database', detail: results.peer },
       { scenario: 'write', subject: 'express floor', ...figures(results['express floor']), peakRssMb: rss[1], detail: results['express floor'] },
     ];

@@ -139,7 +139,8 @@ function evaluate(rows: Measurement[], stages: { ten?: StageResult; growth?: Sta
   const keyed = exact('write', 'api ÷ peer');
   add('write with key vs peer', 'with a fresh Idempotency-Key ≥ 1.0× the peer\'s plain write', keyed?.ratio, (v) => v >= 1, (v) => `${v.toFixed(2)}×${keyed?.cpuRatio === undefined ? '' : ` (CPU-time ratio ${keyed.cpuRatio.toFixed(2)}×)`}`);
   const events = exact('write', 'api ÷ api (no events)');
-  if (eventsAa) add('write: events comparison, A/A', 'within 5% of 1.00 with events on in both processes (--events-aa)', events?.ratio, (v) => Math.abs(v - 1) <= 0.05, withCpu(events));
+  // 3%: the old comparison's bias read 0.95–0.96 in this check, the fair one 0.98–1.01 (bench/README.md, "Cost of events")
+  if (eventsAa) add('write: events comparison, A/A', 'within 3% of 1.00 with events on in both processes (--events-aa)', events?.ratio, (v) => Math.abs(v - 1) <= 0.03, withCpu(events));
   else add('write: cost of events', '≥ 90% of the same API without events', events?.ratio, (v) => v >= 0.9, withCpu(events));
   const plain = exact('write', 'api (no key)');
   add('write without key vs peer', '≥ 1.5× the peer', plain?.ratio, (v) => v >= 1.5, (v) => `${v.toFixed(2)}×${plain?.cpuRatio === undefined ? '' : ` (CPU-time ratio ${plain.cpuRatio.toFixed(2)}×)`}`);

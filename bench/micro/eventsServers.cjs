@@ -1,7 +1,7 @@
 // What recording events costs a server, the way the bench's write scenario compares it but with
 // nothing else running: two API servers on one fresh SQLite file, the second with recordEvent a
 // no-op (../lib/withoutEvents.cjs), both started as `npm start` starts them (memory rate limits far
-// above the load, quiet logs); 5-second phases of keyed POST /v1/logs (32 connections) alternate
+// above the load, quiet logs); 5-second phases of keyed (see UNKEYED) POST /v1/logs (32 connections) alternate
 // between them, 6 rounds; each phase's req/s and the server's CPU per request (all its threads,
 // from /proc). Prints every phase and the medians of the per-round ratios.
 // Usage: npm run build && node bench/micro/eventsServers.cjs
@@ -9,14 +9,31 @@
 // before the load (both servers then serve the changed schema).
 // CPU_PROF_DIR=dir adds `--cpu-prof` to both servers (profiles in dir/with and dir/without; compare
 // them with `node bench/micro/profileDiff.cjs dir/with/<main thread's file> dir/without/<…>`).
+// UNKEYED=1 sends the writes without an Idempotency-Key. THREADS=1 also prints each server's CPU
+// per request over all rounds, user and system, for its main thread and for its other threads
+// together (from /proc/<pid>/task).
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
 const os = require('node:os');
-const { spawnApi, NODE_OPTIONS, cpuMs, postLogs } = require('./server.cjs');
+const { spawnApi, NODE_OPTIONS, TICK_MS, cpuMs, postLogs } = require('./server.cjs');
 const WITHOUT_EVENTS = path.join(__dirname, '..', 'lib', 'withoutEvents.cjs');
 const ROUNDS = Number(process.env.ROUNDS ?? 6);
 const LIMITS = { RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' };
+const KEYED = !process.env.UNKEYED;
+
+/** A process's CPU time so far in ms, user and system, of its main thread and of its other threads together. */
+function threadCpuMs(pid) {
+  const out = { main: { user: 0, system: 0 }, others: { user: 0, system: 0 } };
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    let fields;
+    try { fields = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1].split(' '); } catch { continue; } // the thread ended
+    const into = tid === String(pid) ? out.main : out.others;
+    into.user += Number(fields[11]) * TICK_MS;
+    into.system += Number(fields[12]) * TICK_MS;
+  }
+  return out;
+}
 
 (async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-events-servers-'));
@@ -32,15 +49,20 @@ const LIMITS = { RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' }
     db.close();
   }
   const without = await spawnApi({ nodeOptions: [...NODE_OPTIONS, ...profile('without'), '--require', WITHOUT_EVENTS], port: port + 1, databaseUrl, env: LIMITS });
-  const run = (p, seconds) => postLogs({ port: p, secret: withEvents.secret, keyed: true, seconds });
+  const run = (p, seconds) => postLogs({ port: p, secret: withEvents.secret, keyed: KEYED, seconds });
   await run(port, 3);
   await run(port + 1, 3);
   const ratios = { rps: [], cpu: [] };
+  const threads = { 'with events': { requests: 0, main: { user: 0, system: 0 }, others: { user: 0, system: 0 } }, 'without events': { requests: 0, main: { user: 0, system: 0 }, others: { user: 0, system: 0 } } };
   for (let round = 0; round < ROUNDS; round++) {
     const phase = {};
     for (const [name, p, proc] of [['with events', port, withEvents.server], ['without events', port + 1, without.server]]) {
       const before = cpuMs(proc.pid);
+      const threadsBefore = threadCpuMs(proc.pid);
       const r = await run(p, 5);
+      const threadsAfter = threadCpuMs(proc.pid);
+      threads[name].requests += r.requests.total;
+      for (const part of ['main', 'others']) for (const kind of ['user', 'system']) threads[name][part][kind] += threadsAfter[part][kind] - threadsBefore[part][kind];
       if (r.non2xx) throw new Error(`${r.non2xx} non-2xx answers`);
       phase[name] = { rps: r.requests.average, cpu: ((cpuMs(proc.pid) - before) * 1000) / r.requests.total };
       console.log(`round ${round + 1} ${name.padEnd(14)} ${phase[name].rps.toFixed(0)} req/s, ${phase[name].cpu.toFixed(0)} µs server CPU per request`);
@@ -53,6 +75,12 @@ const LIMITS = { RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' }
     await new Promise((resolve) => server.once('exit', resolve));
   }
   fs.rmSync(dir, { recursive: true, force: true });
+  if (process.env.THREADS) {
+    for (const [name, t] of Object.entries(threads)) {
+      const per = (ms) => ((ms * 1000) / t.requests).toFixed(1);
+      console.log(`${name}: main thread ${per(t.main.user)} + ${per(t.main.system)} µs, other threads ${per(t.others.user)} + ${per(t.others.system)} µs CPU per request (user + system)`);
+    }
+  }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(`with events ÷ without: throughput ${median(ratios.rps).toFixed(2)} (rounds ${ratios.rps.map((x) => x.toFixed(2)).join(', ')}), CPU-time ratio ${median(ratios.cpu).toFixed(2)}`);
 })();

@@ -143,9 +143,7 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
         { name: 'api', target: target(api, authorized, 'api', true), after: await counted(apiDb, 'api') },
         { name: 'api (no key)', target: target(api, authorized, 'plain', false), after: await counted(apiDb, 'plain') },
         { name: 'api (no events)', target: target(noEvents, authorized, 'noevents', true), after: await counted(apiDb, 'noevents') },
-        // the same mix as the api process serves: a process that only ever ran keyed writes was
-        // measured about 5% faster than an identical one that also ran unkeyed ones (the A/A run
-        // in bench/README.md, "Cost of events")
+        // the same mix as the api process serves (see above)
         { name: 'api (no events, no key)', target: target(noEvents, authorized, 'noeventsplain', false), after: await counted(apiDb, 'noeventsplain') },
         { name: 'peer', target: target(peer, authorized, 'peer', false), after: await counted(apiDb, 'peer') },
         { name: 'express floor', target: target(floor, jsonHeaders, 'floor', false), after: await counted(floorDb, 'floor') },

@@ -12,11 +12,14 @@
 // UNKEYED=1 sends the writes without an Idempotency-Key. THREADS=1 also prints each server's CPU
 // per request over all rounds, user and system, for its main thread and for its other threads
 // together (from /proc/<pid>/task).
+// MICRO_POSTGRES_URL=postgres://… runs both servers on a fresh schema of that Postgres database
+// instead, and prints the postgres processes' CPU per request of each phase too. PRELOAD=file
+// preloads a module into the server with events (to try a change there without a build).
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
 const os = require('node:os');
-const { spawnApi, NODE_OPTIONS, TICK_MS, cpuMs, postLogs } = require('./server.cjs');
+const { spawnApi, NODE_OPTIONS, TICK_MS, cpuMs, postgresMs, postLogs } = require('./server.cjs');
 const WITHOUT_EVENTS = path.join(__dirname, '..', 'lib', 'withoutEvents.cjs');
 const ROUNDS = Number(process.env.ROUNDS ?? 6);
 const LIMITS = { RATE_LIMIT_STORE: 'memory', RATE_LIMIT_PER_MINUTE: '10000000' };
@@ -35,15 +38,31 @@ function threadCpuMs(pid) {
   return out;
 }
 
+/** Runs one statement on its own connection. */
+async function adminQuery(url, sql) {
+  const { Client } = require('pg');
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try { await client.query(sql); } finally { await client.end(); }
+}
+
 (async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-events-servers-'));
   const file = path.join(dir, 'db.sqlite');
   const port = 40100 + Math.floor(Math.random() * 400);
-  const databaseUrl = `sqlite://${file}`;
+  const postgres = process.env.MICRO_POSTGRES_URL;
+  const schema = `events_servers_${process.pid}`;
+  if (postgres) await adminQuery(postgres, `create schema "${schema}"`);
+  const databaseUrl = postgres
+    ? `${postgres}${postgres.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`
+    : `sqlite://${file}`;
   const profile = (name) => (process.env.CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.join(process.env.CPU_PROF_DIR, name)}`] : []);
-  const withEvents = await spawnApi({ nodeOptions: [...NODE_OPTIONS, ...profile('with')], port, databaseUrl, env: LIMITS, newDatabase: true });
+  const preload = process.env.PRELOAD ? ['--require', path.resolve(process.env.PRELOAD)] : [];
+  const withEvents = await spawnApi({ nodeOptions: [...NODE_OPTIONS, ...profile('with'), ...preload], port, databaseUrl, env: LIMITS, newDatabase: true });
   // DROP='statement;…' changes the schema of the shared file before the load (to try a schema change)
-  if (process.env.DROP) {
+  if (process.env.DROP && postgres) {
+    for (const statement of process.env.DROP.split(';').filter(Boolean)) await adminQuery(databaseUrl, statement);
+  } else if (process.env.DROP) {
     const db = new (require('better-sqlite3'))(file);
     for (const statement of process.env.DROP.split(';').filter(Boolean)) db.exec(statement);
     db.close();
@@ -59,13 +78,15 @@ function threadCpuMs(pid) {
     for (const [name, p, proc] of [['with events', port, withEvents.server], ['without events', port + 1, without.server]]) {
       const before = cpuMs(proc.pid);
       const threadsBefore = threadCpuMs(proc.pid);
+      const postgresBefore = postgres ? postgresMs() : 0;
       const r = await run(p, 5);
+      const postgresCpu = postgres ? ((postgresMs() - postgresBefore) * 1000) / r.requests.total : undefined;
       const threadsAfter = threadCpuMs(proc.pid);
       threads[name].requests += r.requests.total;
       for (const part of ['main', 'others']) for (const kind of ['user', 'system']) threads[name][part][kind] += threadsAfter[part][kind] - threadsBefore[part][kind];
       if (r.non2xx) throw new Error(`${r.non2xx} non-2xx answers`);
       phase[name] = { rps: r.requests.average, cpu: ((cpuMs(proc.pid) - before) * 1000) / r.requests.total };
-      console.log(`round ${round + 1} ${name.padEnd(14)} ${phase[name].rps.toFixed(0)} req/s, ${phase[name].cpu.toFixed(0)} µs server CPU per request`);
+      console.log(`round ${round + 1} ${name.padEnd(14)} ${phase[name].rps.toFixed(0)} req/s, ${phase[name].cpu.toFixed(0)} µs server CPU per request${postgres ? `, ${postgresCpu.toFixed(0)} µs Postgres CPU` : ''}`);
     }
     ratios.rps.push(phase['with events'].rps / phase['without events'].rps);
     ratios.cpu.push(phase['without events'].cpu / phase['with events'].cpu);
@@ -75,6 +96,7 @@ function threadCpuMs(pid) {
     await new Promise((resolve) => server.once('exit', resolve));
   }
   fs.rmSync(dir, { recursive: true, force: true });
+  if (postgres) await adminQuery(postgres, `drop schema if exists "${schema}" cascade`);
   if (process.env.THREADS) {
     for (const [name, t] of Object.entries(threads)) {
       const per = (ms) => ((ms * 1000) / t.requests).toFixed(1);

@@ -6,7 +6,7 @@
 const path = require('node:path');
 const fs = require('node:fs');
 const os = require('node:os');
-const { spawn } = require('node:child_process');
+const { spawn, execFileSync } = require('node:child_process');
 const ENTRY = path.join(__dirname, '..', '..', 'dist', 'runtime', 'main.js');
 
 async function startServer(nodeOptions, port) {
@@ -107,4 +107,21 @@ async function ingestBatches(port, headers) {
   };
 }
 
-module.exports = { startServer, spawnApi, NODE_OPTIONS, TICK_MS, cpuMs, postLogs, ingestBatches };
+/** On Postgres: the CPU time so far of the machine's postgres processes (its backends and helpers), in ms; 0 without any. */
+function postgresMs() {
+  let pids = [];
+  try {
+    pids = execFileSync('pgrep', ['-x', 'postgres']).toString().trim().split('\n').map(Number);
+  } catch {
+    return 0; // none (SQLite), or pgrep missing
+  }
+  return pids.reduce((sum, pid) => {
+    try {
+      return sum + cpuMs(pid);
+    } catch {
+      return sum; // ended meanwhile
+    }
+  }, 0);
+}
+
+module.exports = { startServer, spawnApi, NODE_OPTIONS, TICK_MS, cpuMs, postgresMs, postLogs, ingestBatches };

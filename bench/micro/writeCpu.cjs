@@ -9,25 +9,7 @@
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
-const { execFileSync } = require('node:child_process');
-const { startServer, NODE_OPTIONS, TICK_MS, cpuMs, postLogs } = require('./server.cjs');
-
-// on Postgres: the CPU time of the machine's postgres processes (its backends and helpers)
-const postgresMs = () => {
-  let pids = [];
-  try {
-    pids = execFileSync('pgrep', ['-x', 'postgres']).toString().trim().split('\n').map(Number);
-  } catch {
-    return 0; // none (SQLite), or pgrep missing
-  }
-  return pids.reduce((sum, pid) => {
-    try {
-      return sum + cpuMs(pid);
-    } catch {
-      return sum; // ended meanwhile
-    }
-  }, 0);
-};
+const { startServer, NODE_OPTIONS, TICK_MS, cpuMs, postgresMs, postLogs } = require('./server.cjs');
 
 // the whole machine's busy time (all cores, from /proc/stat): on Postgres the database's own
 // work per request counts as well (and the load generator's, alike for both kinds)

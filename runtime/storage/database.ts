@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import knex, { Knex } from 'knex';
-import type { QueryConfig } from 'pg';
+import { types as pgTypes, type QueryConfig } from 'pg';
 
 import { Dialect } from './databaseErrors';
 import { AUTOCHECKPOINT_PAGES, Checkpointer, startCheckpointer } from './sqliteCheckpoints';
@@ -79,14 +79,33 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
   // connections; the pool discards broken connections and reconnects on its own.
   // `pipeline`: a query is written while earlier ones are unanswered, which the write
   // transactions use (storage/pgPipeline.ts); everything else still waits for each answer.
+  // `types`: 64-bit integers (`seq`, counts) read as numbers, as SQLite gives them (parseInt8)
   const db = knex({
     client: 'pg',
-    connection: { connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true, pipeline: true } as Knex.PgConnectionConfig,
+    connection: { connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true, pipeline: true, types: { getTypeParser: pgTypeParser } } as Knex.PgConnectionConfig,
     searchPath: options.schema ? [options.schema] : undefined,
     acquireConnectionTimeout: 1500,
     pool: { min: 0, max: options.poolMax ?? 10 },
   });
   return { knex: db, dialect: 'postgres', close: () => db.destroy() };
+}
+
+const INT8_OID = 20;
+
+/**
+ * node-postgres answers 64-bit integers as strings, since JavaScript numbers are exact only up to
+ * 2^53. Every `seq` is 64-bit (migrations/0010_seq_bigint.ts) and the API answers `sequence` and
+ * cursors as JSON numbers: a value past 2^53 (nine thousand million million, centuries of writes)
+ * fails the read loudly rather than being rounded.
+ */
+export function parseInt8(text: string): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n)) throw new RangeError(`64-bit integer ${text} is beyond what a JSON number holds exactly`);
+  return n;
+}
+
+function pgTypeParser(oid: number, format?: string): (text: string) => unknown {
+  return oid === INT8_OID && format !== 'binary' ? parseInt8 : (pgTypes.getTypeParser as (oid: number, format?: string) => (text: string) => unknown)(oid, format);
 }
 
 function sqliteFilename(url: string): string {

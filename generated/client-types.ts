@@ -1721,7 +1721,10 @@ export interface components {
             /** @description Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries. */
             id: string;
             type: components["schemas"]["EventType"];
-            /** @description Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. */
+            /**
+             * Format: int64
+             * @description Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53.
+             */
             sequence: number;
             occurredAt: components["schemas"]["Timestamp"];
             /** @description The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`. */
@@ -2035,6 +2038,10 @@ export interface components {
             id: string;
             type: components["schemas"]["EventType"];
             timestamp: components["schemas"]["Timestamp"];
+            /**
+             * Format: int64
+             * @description The event's `sequence` (a 64-bit integer).
+             */
             sequence: number;
             /** @description The resource after the change, as the API returns it, or a tombstone for a deletion. */
             data: {

@@ -1549,7 +1549,7 @@ return errors === 0;
 validate79.evaluated = {"props":{"error":true,"code":true,"details":true,"requestId":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.Event = validate80;
-const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"type":"integer","minimum":1,"description":"Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"}}};
+const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"type":"integer","format":"int64","minimum":1,"description":"Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"}}};
 const schema34 = {"type":"string","description":"`<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.","enum":["asset.created","asset.deleted","asset.updated","checkin.activated","checkin.checked_out","checkin.created","checkin.updated","issue.closed","issue.created","issue.resolved","issue.updated","log.created","run.completed","run.started","run.updated","schedule.created","schedule.deleted","schedule.updated","sensor_readings.ingested","site.created","site.deleted","site.updated","template.created","template.deleted","template.updated","user.created","user.updated"]};
 
 function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -1639,6 +1639,7 @@ return errors === 0;
 }
 validate84.evaluated = {"items":true,"dynamicProps":false,"dynamicItems":false};
 
+const formats10 = require("../../runtime/http/validationFormats").validationFormats.int64;
 
 function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -1742,6 +1743,16 @@ vErrors.push(err7);
 }
 errors++;
 }
+if(!(formats10.validate(data2))){
+const err8 = {instancePath:instancePath+"/sequence",schemaPath:"#/properties/sequence/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
 }
 }
 if(data.occurredAt !== undefined){
@@ -1755,12 +1766,12 @@ let data4 = data.data;
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 }
 else {
-const err8 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err9 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err9];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err9);
 }
 errors++;
 }
@@ -1773,12 +1784,12 @@ errors = vErrors.length;
 }
 }
 else {
-const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err10 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err9];
+vErrors = [err10];
 }
 else {
-vErrors.push(err9);
+vErrors.push(err10);
 }
 errors++;
 }
@@ -2161,7 +2172,7 @@ validate88.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":f
 
 exports.IntegrationEventSamples = validate92;
 const schema39 = {"type":"object","required":["data"],"properties":{"data":{"type":"array","maxItems":3,"items":{"$ref":"components#/$defs/IntegrationEvent"}}}};
-const schema40 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"type":"integer","minimum":1},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it, or a tombstone for a deletion."},"changedFields":{"$ref":"components#/$defs/ChangedFields"}}};
+const schema40 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"type":"integer","format":"int64","minimum":1,"description":"The event's `sequence` (a 64-bit integer)."},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it, or a tombstone for a deletion."},"changedFields":{"$ref":"components#/$defs/ChangedFields"}}};
 
 function validate93(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -2271,6 +2282,16 @@ vErrors.push(err7);
 }
 errors++;
 }
+if(!(formats10.validate(data3))){
+const err8 = {instancePath:instancePath+"/sequence",schemaPath:"#/properties/sequence/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
 }
 }
 if(data.data !== undefined){
@@ -2278,12 +2299,12 @@ let data4 = data.data;
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 }
 else {
-const err8 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err9 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err9];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err9);
 }
 errors++;
 }
@@ -2296,12 +2317,12 @@ errors = vErrors.length;
 }
 }
 else {
-const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err10 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err9];
+vErrors = [err10];
 }
 else {
-vErrors.push(err9);
+vErrors.push(err10);
 }
 errors++;
 }
@@ -7249,7 +7270,7 @@ return errors === 0;
 }
 validate203.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const formats20 = require("../../runtime/http/validationFormats").validationFormats.uri;
+const formats24 = require("../../runtime/http/validationFormats").validationFormats.uri;
 
 function validate201(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7424,7 +7445,7 @@ errors++;
 if(data.targetUrl !== undefined){
 let data5 = data.targetUrl;
 if(typeof data5 === "string"){
-if(!(formats20(data5))){
+if(!(formats24(data5))){
 const err14 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""};
 if(vErrors === null){
 vErrors = [err14];

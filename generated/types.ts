@@ -2114,7 +2114,7 @@ export interface components {
             attempts: number;
             /** @description HTTP status of the last answer; null when there was none (timeout, refused connection). */
             lastResponseStatus: number | null;
-            /** @description The first characters of the last answer's body, or the error. */
+            /** @description The first 200 characters of the last answer's body (as UTF-8; control characters other than tab and line breaks shown as U+FFFD), or the error. */
             lastResponseExcerpt: string | null;
             lastAttemptAt: components["schemas"]["Timestamp"] | null;
             /** @description When the next attempt is due; null when none is. */

@@ -87,6 +87,15 @@ describeEachDatabase('webhook delivery', (t) => {
     }]);
   });
 
+  it('records an answer with a NUL and other control characters (a binary body) as succeeded, showing them as U+FFFD', async () => {
+    const { auth, subscription } = await setup('/binary', 'checkin.created');
+    receiver.answer((req) => (req.path === '/binary' ? { status: 200, body: 'ok\u0000\u0001\u001f\tend' } : { status: 200, body: 'ok' }));
+    await checkin(auth);
+    const [delivery] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    expect(delivery).toMatchObject({ attempts: 1, lastResponseStatus: 200, lastResponseExcerpt: 'ok\uFFFD\uFFFD\uFFFD\tend' });
+    expect(receiver.received.filter((r) => r.path === '/binary')).toHaveLength(1);
+  });
+
   it('retries after a 500 with the same webhook-id, and follows no redirect', async () => {
     const { auth, subscription } = await setup('/flaky', 'checkin.created');
     receiver.answer((req, i) => (req.path === '/flaky' ? (i === 0 ? { status: 500, body: 'boom' } : i === 1 ? { status: 302, headers: { location: '/elsewhere' } } : { status: 204 }) : { status: 200, body: 'ok' }));

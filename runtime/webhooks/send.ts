@@ -17,6 +17,16 @@ export interface SendOptions {
 }
 
 const EXCERPT_CHARS = 200;
+
+/**
+ * The excerpt of an answer or error as stored and shown: at most EXCERPT_CHARS characters, control
+ * characters other than tab and line breaks as U+FFFD. A receiver may answer anything (binary,
+ * compressed): Postgres refuses a NUL in text, and a result that could not be stored would leave
+ * its delivery to be sent again and again.
+ */
+function excerptText(text: string): string {
+  return text.slice(0, EXCERPT_CHARS).replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g, '\uFFFD');
+}
 /** More of an answer than this is not read: it is never shown, and a receiver must not hold a worker. */
 const MAX_READ_BYTES = 64 * 1024;
 
@@ -65,7 +75,7 @@ export function postWebhook(targetUrl: string, headers: Record<string, string>, 
       });
       const done = () => {
         const status = res.statusCode ?? 0;
-        const text = Buffer.concat(chunks).toString('utf8').slice(0, EXCERPT_CHARS);
+        const text = excerptText(Buffer.concat(chunks).toString('utf8'));
         const retryAfter = status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined;
         finish({ status, excerpt: text, ...(retryAfter === undefined ? {} : { retryAfterSeconds: retryAfter }) });
       };
@@ -79,7 +89,7 @@ export function postWebhook(targetUrl: string, headers: Record<string, string>, 
 
 function excerptOf(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
-  return (err instanceof TargetNotAllowedError ? `TARGET_NOT_ALLOWED: ${message}` : message).slice(0, EXCERPT_CHARS);
+  return excerptText(err instanceof TargetNotAllowedError ? `TARGET_NOT_ALLOWED: ${message}` : message);
 }
 
 /** `Retry-After` as seconds: delay-seconds or an HTTP date (RFC 9110 §10.2.3). */

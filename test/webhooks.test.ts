@@ -196,6 +196,25 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(got.map((r) => JSON.parse(r.body).data.id).sort()).toEqual([a.id, b.id].sort());
   });
 
+  it('gives up, with the reason, a held delivery whose event the retention purged; the deliveries behind it still go out', async () => {
+    const { auth, subscription } = await setup('/purged', 'checkin.created');
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
+    const old = await checkin(auth, 'auth0|old');
+    // what the purge does to an event older than the retention
+    await t.db.knex('events').where({ resource_id: old.id }).delete();
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    const fresh = await checkin(auth, 'auth0|fresh');
+    const [request] = await receiver.waitFor(1, { path: '/purged' });
+    expect(JSON.parse(request.body).data.id).toBe(fresh.id);
+    const list = await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status !== 'pending'));
+    expect(list.map((d: any) => [d.status, d.attempts, d.lastResponseExcerpt, d.nextAttemptAt])).toEqual([
+      ['abandoned', 0, 'not sent: the event is older than the event retention and was purged', null],
+      ['succeeded', 1, 'ok', null],
+    ]);
+    await sleep(300); // the worker polls every 50 ms: the given-up delivery is not claimed again
+    expect(receiver.received.filter((r) => r.path === '/purged')).toHaveLength(1);
+  });
+
   it('redelivers one delivery on request and replays a time window, with the same webhook-ids', async () => {
     const { auth, subscription } = await setup('/replay', ['checkin.created', 'checkin.activated']);
     const from = new Date().toISOString();

@@ -202,7 +202,7 @@ export async function claimDueDeliveries(trx: Knex, now: string, limit: number, 
   if (!seqs.length) return [];
   await trx('webhook_deliveries').whereIn('seq', seqs).update({ lease_until: leaseUntil, lease_token: token });
   const rows = await trx('webhook_deliveries as d')
-    .join('events as e', 'e.id', 'd.event_id')
+    .leftJoin('events as e', 'e.id', 'd.event_id')
     .join('webhook_subscriptions as s', 's.id', 'd.subscription_id')
     .whereIn('d.seq', seqs)
     .select(
@@ -212,7 +212,16 @@ export async function claimDueDeliveries(trx: Knex, now: string, limit: number, 
       's.target_url as s_target_url', 's.secret as s_secret', 's.previous_secret as s_previous_secret',
       's.previous_secret_expires_at as s_previous_secret_expires_at', 's.last_success_at as s_last_success_at',
     );
-  return rows.map((r: any) => ({
+  // a delivery whose event the retention purge removed (a paused subscription's backlog, a replay
+  // of old events) can never be sent: given up now, with the reason, instead of being claimed
+  // again after every lease, ahead of the deliveries that can go out
+  const purged = rows.filter((r: any) => r.e_seq === null).map((r: any) => r.seq);
+  if (purged.length) {
+    await trx('webhook_deliveries').whereIn('seq', purged).update({
+      status: 'abandoned', next_attempt_at: null, lease_until: null, lease_token: null, last_response_excerpt: EVENT_PURGED, updated_at: now,
+    });
+  }
+  return rows.filter((r: any) => r.e_seq !== null).map((r: any) => ({
     delivery: {
       seq: r.seq, id: r.id, org_id: r.org_id, subscription_id: r.subscription_id, event_id: r.event_id, event_type: r.event_type, status: r.status,
       attempts: Number(r.attempts), next_attempt_at: r.next_attempt_at, lease_until: r.lease_until, lease_token: r.lease_token,
@@ -226,6 +235,9 @@ export async function claimDueDeliveries(trx: Knex, now: string, limit: number, 
     },
   }));
 }
+
+/** What a delivery given up because its event was purged shows as its last error. */
+export const EVENT_PURGED = 'not sent: the event is older than the event retention and was purged';
 
 /** Deliveries created before the events' retention: their events are purged (or about to be), so they can never be sent. */
 export async function deleteDeliveriesBefore(db: Knex, createdBefore: string, batch: number): Promise<number> {

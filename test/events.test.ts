@@ -135,6 +135,23 @@ describeEachDatabase('the change feed', (t) => {
     await t.http.get(`/v1/events?after=${fresh}`).set('Authorization', auth).expect(200);
   });
 
+  it('the cursor at the end of a quiet feed ages from the read, not from the last event: polling keeps it fresh', async () => {
+    const auth = await t.newKey({ organization: 'feed-quiet' });
+    const log = (await t.http.post('/v1/logs').set('Authorization', auth).send({ entityType: 'checkin', entityId: 'chk_quiet', message: 'one' }).expect(201)).body;
+    // its only event, 62 s inside the 30-day retention; a cursor within 60 s of its edge counts as expired
+    await t.db.knex('events').where({ resource_id: log.id }).update({ occurred_at: new Date(Date.now() - 30 * 86_400_000 + 62_000).toISOString() });
+    const page = await feed(auth, '?types=log.created');
+    expect(page.data.map((e: any) => e.data.id)).toEqual([log.id]);
+    await sleep(3000);
+    // a cursor carrying that event's time would now be refused: the one issued is as old as the read
+    const again = await feed(auth, `?types=log.created&after=${page.nextCursor}`);
+    expect(again.data).toEqual([]);
+    const next = (await t.http.post('/v1/logs').set('Authorization', auth).send({ entityType: 'checkin', entityId: 'chk_quiet', message: 'two' }).expect(201)).body;
+    expect((await feed(auth, `?types=log.created&after=${again.nextCursor}`)).data.map((e: any) => e.data.id)).toEqual([next.id]);
+    // the same from the first cursor: nothing skipped
+    expect((await feed(auth, `?types=log.created&after=${page.nextCursor}`)).data.map((e: any) => e.data.id)).toEqual([next.id]);
+  });
+
   it('finds a time window\'s events by seq without an index on the time: exactly, across gaps in seq and other organizations\' events', async () => {
     await t.newKey({ organization: 'feed-window' });
     const orgId = await orgIdOf('feed-window');

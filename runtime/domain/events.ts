@@ -149,12 +149,17 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
   if (after && Date.parse(after.occurredAt) < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
     throw new ApiError('CURSOR_EXPIRED', `The cursor is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
   }
+  // taken before the read: every event committed after it occurred after it, less the time a
+  // write is in flight, which CURSOR_EXPIRY_MARGIN_MS covers
+  const readAt = nowIso();
   // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
   const page = await listEvents(committedReads(db), orgId, { types, resourceId: request.resourceId }, request.limit, after);
   if (page.nextCursor) return { data: page.data, nextCursor: page.nextCursor };
+  // the end of the feed: the next event is yet to come, so the cursor is as old as this read, not
+  // as the last event — a consumer polling a quiet feed (or a rarely matching filter) keeps a
+  // fresh cursor instead of being told to resynchronise 30 days after the last event
   const last = page.data[page.data.length - 1];
-  const resumeAt = last ? { seq: last.sequence, occurredAt: last.occurredAt } : (after ?? { seq: 0, occurredAt: nowIso() });
-  return { data: page.data, nextCursor: encodeFeedCursor(resumeAt) };
+  return { data: page.data, nextCursor: encodeFeedCursor({ seq: last?.sequence ?? after?.seq ?? 0, occurredAt: readAt }) };
 }
 
 function decodeFeedCursorOrThrow(cursor: string) {

@@ -122,14 +122,14 @@ describeEachDatabase('the change feed', (t) => {
 
     const before = Number((await t.db.knex('events').count({ n: '*' }))[0].n);
     expect(before).toBeGreaterThan(4);
-    expect(await purgeExpiredEvents(t.db.knex, 30, 2)).toBe(before - 1);
+    expect(await purgeExpiredEvents(t.db.knex, 30, { batch: 2 })).toBe(before - 1);
     expect((await feed(auth)).data.map((e: any) => e.type)).toEqual(['checkin.created']);
     expect(Number((await t.db.knex('events').count({ n: '*' }))[0].n)).toBe(1);
     // expired events recorded after a live one (stamped by a clock stepped back) are found past it
     for (let i = 0; i < 3; i++) {
       await t.db.knex('events').insert({ id: newId('evt'), org_id: orgId, type: 'site.created', resource_id: `site_late_${i}`, data: JSON.stringify({ id: `site_late_${i}` }), changed_fields: null, occurred_at: old });
     }
-    expect(await purgeExpiredEvents(t.db.knex, 30, 2)).toBe(3);
+    expect(await purgeExpiredEvents(t.db.knex, 30, { batch: 2 })).toBe(3);
     expect((await feed(auth)).data.map((e: any) => e.type)).toEqual(['checkin.created']);
     const fresh = encodeFeedCursor({ seq: 0, occurredAt: new Date().toISOString() });
     await t.http.get(`/v1/events?after=${fresh}`).set('Authorization', auth).expect(200);

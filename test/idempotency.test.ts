@@ -286,10 +286,12 @@ describeEachDatabase('idempotency', (t) => {
       ]);
       const remaining = async () => (await t.db.knex('idempotency_keys').where({ api_key_id: keyId }).orderBy('idempotency_key')).map((r) => r.idempotency_key);
 
-      expect(await purgeExpiredIdempotencyKeys(t.db.knex, 1, 1)).toBe(1);
+      // a process shutting down starts no delete
+      expect(await purgeExpiredIdempotencyKeys(t.db.knex, { batch: 1, stopping: () => true })).toBe(0);
+      expect(await purgeExpiredIdempotencyKeys(t.db.knex, { batch: 1, maxBatches: 1 })).toBe(1);
       expect(await remaining()).toHaveLength(4);
       // batches of one: the run goes on until nothing expired is left
-      expect(await purgeExpiredIdempotencyKeys(t.db.knex, 1)).toBe(1);
+      expect(await purgeExpiredIdempotencyKeys(t.db.knex, { batch: 1 })).toBe(1);
       expect(await remaining()).toEqual(['p-expired-live', 'p-kept-done', 'p-kept-live']);
       expect(await purgeExpiredIdempotencyKeys(t.db.knex)).toBe(0);
     });

@@ -9,6 +9,7 @@ import { ApiError, validationError } from '../errors';
 import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, listEvents } from '../storage/repositories/eventsRepository';
 import { deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
 import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
+import type { PurgeOptions } from '../periodic';
 
 export type { EventType } from './eventTypes';
 export { EVENT_TYPES } from './eventTypes';
@@ -105,12 +106,13 @@ export function retentionCutoff(retentionDays: number, now = Date.now()): string
  * Deletes events older than the retention (from the oldest on, in `seq` order: see
  * deleteEventsBefore), and the deliveries made before it, in short batches
  * (each delete holds the SQLite write lock or Postgres row locks only briefly), yielding between
- * them. Several processes may run it at once: deleting is idempotent.
+ * them, until both have caught up (or `maxBatches` ran, or the process is `stopping`: no cap by
+ * default, as for the idempotency purge). Several processes may run it at once: deleting is idempotent.
  */
-export async function purgeExpiredEvents(db: Knex, retentionDays: number, batch = 500, maxBatches = 1000): Promise<number> {
+export async function purgeExpiredEvents(db: Knex, retentionDays: number, { batch = 500, maxBatches = Infinity, stopping = () => false }: PurgeOptions = {}): Promise<number> {
   const cutoff = retentionCutoff(retentionDays);
   let total = 0;
-  for (let round = 0; round < maxBatches; round++) {
+  for (let round = 0; round < maxBatches && !stopping(); round++) {
     const events = await inWriteTransaction(db, (trx) => deleteEventsBefore(trx, cutoff, batch));
     const deliveries = await inWriteTransaction(db, (trx) => deleteDeliveriesBefore(trx, cutoff, batch));
     total += events.deleted;

@@ -147,15 +147,15 @@ export function createApp(config: Config, options: AppOptions): App {
   // expired idempotency rows and events are removed off the request path; several processes
   // may all purge, the deletes are idempotent
   const stopPurge = everyInterval(options.purgeIntervalMs ?? 10 * 60 * 1000, logger, {
-    'idempotency purge': () => purgeExpiredIdempotencyKeys(options.db),
-    'event purge': () => purgeExpiredEvents(options.db, config.eventsRetentionDays),
+    'idempotency purge': (stopping) => purgeExpiredIdempotencyKeys(options.db, { stopping }),
+    'event purge': (stopping) => purgeExpiredEvents(options.db, config.eventsRetentionDays, { stopping }),
   });
   return {
     app,
     rateLimits,
     ready: () => rateLimits.ready(),
     close: async () => {
-      stopPurge();
+      await stopPurge();
       await rateLimits.close();
     },
   };

@@ -7,6 +7,7 @@ import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import type { ListFilters } from '../listFilters';
 import { insertEventOn, type EventRow } from './eventsRepository';
+import { rowsOf } from '../rawRows';
 import type { WebhookSubscriptionRow } from './webhookSubscriptionsRepository';
 
 export type WebhookDelivery = components['schemas']['WebhookDelivery'];
@@ -177,28 +178,65 @@ export async function countUndelivered(db: Knex): Promise<number> {
 
 /** Whether any delivery is due at `now` (a cheap read, so an idle worker never takes the SQLite write lock). */
 export async function anyDeliveryDue(db: Knex, now: string): Promise<boolean> {
-  const row = await dueQuery(db, now).first('d.seq');
-  return row !== undefined;
-}
-
-function dueQuery(db: Knex, now: string): Knex.QueryBuilder {
-  return db('webhook_deliveries as d')
-    .join('webhook_subscriptions as s', 's.id', 'd.subscription_id')
-    .whereIn('d.status', DUE_STATUSES)
-    .where('d.next_attempt_at', '<=', now)
-    .where((q) => q.whereNull('d.lease_until').orWhere('d.lease_until', '<=', now))
-    .where('s.status', 'active');
+  return (await dueSeqs(db, now, 1)).length > 0;
 }
 
 /**
+ * The `seq` of up to `limit` due deliveries of the active subscriptions, the longest due first,
+ * found from those subscriptions: for each, its due range of (subscription_id, next_attempt_at)
+ * (migration 0011), in the order they are due. A paused or disabled subscription's backlog,
+ * however large, is never read. Both planners would otherwise walk (status, next_attempt_at)
+ * through every undelivered delivery and drop those of inactive subscriptions after: on SQLite a
+ * cross join fixes the order, on Postgres a lateral subquery per active subscription (which also
+ * keeps its cost estimate low: a high one would have Postgres JIT-compile the poll every time).
+ */
+async function dueSeqs(db: Knex, now: string, limit: number): Promise<number[]> {
+  if (dialectOf(db) === 'postgres') {
+    return rowsOf<{ seq: number }>(await db.raw(PG_DUE_SQL, [now, now, limit, limit])).map((r) => r.seq);
+  }
+  const rows: { seq: number }[] = await db('webhook_subscriptions as s')
+    .crossJoin(db.raw('?? as d', ['webhook_deliveries']))
+    .where('s.status', 'active')
+    .where('d.subscription_id', db.ref('s.id'))
+    .whereIn('d.status', DUE_STATUSES)
+    .where('d.next_attempt_at', '<=', now)
+    .where((q) => q.whereNull('d.lease_until').orWhere('d.lease_until', '<=', now))
+    .orderBy('d.next_attempt_at')
+    .limit(limit)
+    .select('d.seq');
+  return rows.map((r) => r.seq);
+}
+
+const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
+  cross join lateral (
+    select d.seq, d.next_attempt_at from webhook_deliveries d
+    where d.subscription_id = s.id and d.status in ('pending', 'failed') and d.next_attempt_at <= ?
+      and (d.lease_until is null or d.lease_until <= ?)
+    order by d.next_attempt_at limit ?
+  ) d
+  where s.status = 'active'
+  order by d.next_attempt_at limit ?`;
+
+/**
  * Claims up to `limit` due deliveries for `leaseUntil` under `token`. Run it inside a write
- * transaction: on Postgres the candidate rows are locked FOR UPDATE SKIP LOCKED, so concurrent
- * workers claim disjoint sets without waiting for each other; SQLite has one writer at a time.
+ * transaction: on Postgres the candidates are then locked FOR UPDATE SKIP LOCKED, those another
+ * worker claimed meanwhile (locked, or no longer due once their lease was written) left out, so
+ * concurrent workers claim disjoint sets without waiting for each other; SQLite has one writer
+ * at a time.
  */
 export async function claimDueDeliveries(trx: Knex, now: string, limit: number, leaseUntil: string, token: string): Promise<ClaimedDelivery[]> {
-  const candidates = dueQuery(trx, now).orderBy('d.next_attempt_at').limit(limit).select('d.seq');
-  if (dialectOf(trx) === 'postgres') candidates.forUpdate('d').skipLocked();
-  const seqs: number[] = (await candidates).map((r: { seq: number }) => r.seq);
+  let seqs = await dueSeqs(trx, now, limit);
+  if (seqs.length && dialectOf(trx) === 'postgres') {
+    const locked: { seq: number }[] = await trx('webhook_deliveries')
+      .whereIn('seq', seqs)
+      .whereIn('status', DUE_STATUSES)
+      .where('next_attempt_at', '<=', now)
+      .where((q) => q.whereNull('lease_until').orWhere('lease_until', '<=', now))
+      .forUpdate()
+      .skipLocked()
+      .select('seq');
+    seqs = locked.map((r) => r.seq);
+  }
   if (!seqs.length) return [];
   await trx('webhook_deliveries').whereIn('seq', seqs).update({ lease_until: leaseUntil, lease_token: token });
   const rows = await trx('webhook_deliveries as d')

@@ -1,0 +1,88 @@
+import type { Knex } from 'knex';
+import { describeEachDatabase } from './support/testApp';
+import { anyDeliveryDue, claimDueDeliveries } from '../runtime/storage/repositories/webhookDeliveriesRepository';
+import { inWriteTransaction } from '../runtime/storage/writeTransaction';
+
+// The delivery engine polls for due deliveries several times a second in every process. A paused
+// or disabled subscription keeps its undelivered deliveries (they go out on resume), and on a busy
+// organization that backlog reaches millions of rows: the poll must find what is due through the
+// active subscriptions and never read that backlog. Checked on the database's own plan for the
+// statements the poll and the claim send, with a paused subscription holding thousands of due
+// deliveries, and statistics as in production (gathered on Postgres, none on SQLite).
+
+const HELD = 3000;
+
+describeEachDatabase('the delivery poll', (t) => {
+  const now = new Date().toISOString();
+  const past = new Date(Date.now() - 3_600_000).toISOString();
+
+  beforeAll(async () => {
+    const k = t.db.knex;
+    await k('organizations').insert({ id: 'org_poll', name: 'poll', created_at: past });
+    const subscription = (id: string, status: string) => ({
+      id, org_id: 'org_poll', partner: 'webhooks', trigger_key: 'log.created', match_key: 'log.created', target_url: `https://hooks.example.com/${id}`,
+      status, secret: 'whsec_x', created_at: past, updated_at: past,
+    });
+    await k('webhook_subscriptions').insert([subscription('whs_paused', 'paused'), subscription('whs_active', 'active')]);
+    const delivery = (i: number, subscriptionId: string, status: string, next: string | null) => ({
+      id: `whd_poll_${i}`, org_id: 'org_poll', subscription_id: subscriptionId, event_id: `evt_poll_${i}`, event_type: 'log.created', status, attempts: 0,
+      next_attempt_at: next, created_at: past, updated_at: past,
+    });
+    const rows = [];
+    for (let i = 0; i < HELD; i++) rows.push(delivery(i, 'whs_paused', i % 2 ? 'pending' : 'failed', past));
+    for (let i = HELD; i < HELD + 200; i++) rows.push(delivery(i, 'whs_active', i % 20 ? 'succeeded' : 'pending', i % 20 ? null : past));
+    for (let i = 0; i < rows.length; i += 100) await k('webhook_deliveries').insert(rows.slice(i, i + 100));
+    // Postgres' autovacuum gathers statistics on a live database; the server never runs SQLite's ANALYZE
+    if (t.kind === 'postgres') for (const table of ['webhook_deliveries', 'webhook_subscriptions']) await k.raw('analyze ??', [table]);
+  });
+
+  /** The statements `run` sends, with their bindings. */
+  async function statementsOf(run: () => Promise<unknown>): Promise<{ sql: string; bindings: unknown[] }[]> {
+    const sent: { sql: string; bindings: unknown[] }[] = [];
+    const listener = (q: { sql: string; bindings?: unknown[] }) => sent.push({ sql: q.sql, bindings: q.bindings ?? [] });
+    t.db.knex.on('query', listener);
+    try {
+      await run();
+    } finally {
+      t.db.knex.removeListener('query', listener);
+    }
+    return sent.filter((s) => /webhook_deliveries/.test(s.sql) && /^\s*select/i.test(s.sql));
+  }
+
+  /** The names of the indexes the plan of `statement` reads webhook_deliveries through, and whether it scans the table. */
+  async function plan(k: Knex, statement: { sql: string; bindings: unknown[] }): Promise<string> {
+    if (t.kind === 'postgres') {
+      const conn = await k.client.acquireConnection();
+      try {
+        const res = await conn.query(`explain ${statement.sql}`, statement.bindings);
+        return res.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n');
+      } finally {
+        await k.client.releaseConnection(conn);
+      }
+    }
+    const rows = await k.raw(`explain query plan ${statement.sql}`, statement.bindings as Knex.RawBinding[]);
+    return rows.map((r: { detail: string }) => r.detail).join('\n');
+  }
+
+  it('finds the due deliveries of active subscriptions through the due index, never the paused backlog', async () => {
+    expect(await anyDeliveryDue(t.db.knex, now)).toBe(true);
+    const polls = await statementsOf(() => anyDeliveryDue(t.db.knex, now));
+    expect(polls).toHaveLength(1);
+    const pollPlan = await plan(t.db.knex, polls[0]);
+    expect(pollPlan).toContain('webhook_deliveries_due_index');
+    expect(pollPlan).not.toContain('webhook_deliveries_status_next_attempt_at_index');
+    expect(pollPlan).not.toMatch(/Seq Scan on webhook_deliveries|SCAN d\b/);
+  });
+
+  it('claims only the active subscription\'s due deliveries (the same statement, a larger limit)', async () => {
+    const claimed = await inWriteTransaction(t.db.knex, (trx) => claimDueDeliveries(trx, now, 16, new Date(Date.now() + 60_000).toISOString(), 'token'));
+    // no event exists for these deliveries, as when the retention purged them: the claim gives them up
+    expect(claimed).toEqual([]);
+    const given = await t.db.knex('webhook_deliveries').where({ status: 'abandoned' }).pluck('subscription_id');
+    expect(given).toHaveLength(10);
+    expect(new Set(given)).toEqual(new Set(['whs_active']));
+    // the paused subscription's backlog is untouched, and nothing else is due
+    expect(await t.db.knex('webhook_deliveries').where({ subscription_id: 'whs_paused' }).whereNotNull('lease_token').count({ n: '*' })).toEqual([{ n: 0 }]);
+    expect(await anyDeliveryDue(t.db.knex, now)).toBe(false);
+  });
+});

@@ -172,7 +172,8 @@ export interface ClaimedDelivery {
 
 /** Deliveries not yet delivered nor given up (pending or waiting for a retry), all organizations. */
 export async function countUndelivered(db: Knex): Promise<number> {
-  const [{ n }] = await db('webhook_deliveries').whereIn('status', DUE_STATUSES).count({ n: '*' });
+  // pending or failed is exactly having a next attempt (dueSeqs): counted on the due index
+  const [{ n }] = await db('webhook_deliveries').whereNotNull('next_attempt_at').count({ n: '*' });
   return Number(n);
 }
 
@@ -183,12 +184,13 @@ export async function anyDeliveryDue(db: Knex, now: string): Promise<boolean> {
 
 /**
  * The `seq` of up to `limit` due deliveries of the active subscriptions, the longest due first,
- * found from those subscriptions: for each, its due range of (subscription_id, next_attempt_at)
- * (migration 0011), in the order they are due. A paused or disabled subscription's backlog,
- * however large, is never read. Both planners would otherwise walk (status, next_attempt_at)
- * through every undelivered delivery and drop those of inactive subscriptions after: on SQLite a
- * cross join fixes the order, on Postgres a lateral subquery per active subscription (which also
- * keeps its cost estimate low: a high one would have Postgres JIT-compile the poll every time).
+ * found from those subscriptions: for each, its due range of the partial index (subscription_id,
+ * next_attempt_at) (migration 0011), in the order they are due. A paused or disabled
+ * subscription's backlog, however large, is never read. A delivery has a next attempt exactly
+ * while it is pending or failed (every write of its status sets or clears next_attempt_at with
+ * it), so the status is not asked again: the index alone answers. On SQLite a cross join fixes
+ * the order (subscriptions first), on Postgres a lateral subquery per active subscription (its
+ * low cost estimate also keeps Postgres from JIT-compiling the poll).
  */
 async function dueSeqs(db: Knex, now: string, limit: number): Promise<number[]> {
   if (dialectOf(db) === 'postgres') {
@@ -198,7 +200,6 @@ async function dueSeqs(db: Knex, now: string, limit: number): Promise<number[]> 
     .crossJoin(db.raw('?? as d', ['webhook_deliveries']))
     .where('s.status', 'active')
     .where('d.subscription_id', db.ref('s.id'))
-    .whereIn('d.status', DUE_STATUSES)
     .where('d.next_attempt_at', '<=', now)
     .where((q) => q.whereNull('d.lease_until').orWhere('d.lease_until', '<=', now))
     .orderBy('d.next_attempt_at')
@@ -210,7 +211,7 @@ async function dueSeqs(db: Knex, now: string, limit: number): Promise<number[]> 
 const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
   cross join lateral (
     select d.seq, d.next_attempt_at from webhook_deliveries d
-    where d.subscription_id = s.id and d.status in ('pending', 'failed') and d.next_attempt_at <= ?
+    where d.subscription_id = s.id and d.next_attempt_at <= ?
       and (d.lease_until is null or d.lease_until <= ?)
     order by d.next_attempt_at limit ?
   ) d

@@ -76,15 +76,23 @@ describeEachDatabase('the delivery poll', (t) => {
     expect(pollPlan).toMatch(t.kind === 'postgres' ? /Index Cond: \(\(d\.subscription_id\)::text = \(s\.id\)::text\)|subscription_id\)::text = \(s\.id\)/ : /SEARCH d USING INDEX webhook_deliveries_due_index \(subscription_id=\? AND next_attempt_at<\?\)/);
   });
 
-  it('claims only the active subscription\'s due deliveries (the same statement, a larger limit)', async () => {
-    const claimed = await inWriteTransaction(t.db.knex, (trx) => claimDueDeliveries(trx, now, 16, new Date(Date.now() + 60_000).toISOString(), 'token'));
-    // no event exists for these deliveries, as when the retention purged them: the claim gives them up
-    expect(claimed).toEqual([]);
-    const given = await t.db.knex('webhook_deliveries').where({ status: 'abandoned' }).pluck('subscription_id');
+  it('claims only the active subscription\'s due deliveries, going on past those whose event was purged', async () => {
+    const k = t.db.knex;
+    // one sendable delivery, due after the ten whose events do not exist (as when the retention purged them)
+    const later = new Date(Date.parse(past) + 1000).toISOString();
+    await k('events').insert({ id: 'evt_poll_live', org_id: 'org_poll', type: 'log.created', resource_id: 'log_live', data: '{"id":"log_live"}', changed_fields: null, occurred_at: later });
+    await k('webhook_deliveries').insert({
+      id: 'whd_poll_live', org_id: 'org_poll', subscription_id: 'whs_active', event_id: 'evt_poll_live', event_type: 'log.created', status: 'pending',
+      attempts: 0, next_attempt_at: later, created_at: later, updated_at: later,
+    });
+    // four at a time: three rounds of given-up deliveries before the sendable one, in one claim
+    const claimed = await inWriteTransaction(k, (trx) => claimDueDeliveries(trx, now, 4, new Date(Date.now() + 60_000).toISOString(), 'token'));
+    expect(claimed.map((c) => c.delivery.id)).toEqual(['whd_poll_live']);
+    const given = await k('webhook_deliveries').where({ status: 'abandoned' }).pluck('subscription_id');
     expect(given).toHaveLength(10);
     expect(new Set(given)).toEqual(new Set(['whs_active']));
     // the paused subscription's backlog is untouched, and nothing else is due
-    expect(await t.db.knex('webhook_deliveries').where({ subscription_id: 'whs_paused' }).whereNotNull('lease_token').count({ n: '*' })).toEqual([{ n: 0 }]);
-    expect(await anyDeliveryDue(t.db.knex, now)).toBe(false);
+    expect(await k('webhook_deliveries').where({ subscription_id: 'whs_paused' }).whereNotNull('lease_token').count({ n: '*' })).toEqual([{ n: 0 }]);
+    expect(await anyDeliveryDue(k, now)).toBe(false);
   });
 });

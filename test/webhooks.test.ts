@@ -211,7 +211,12 @@ describeEachDatabase('webhook delivery', (t) => {
       ['abandoned', 0, 'not sent: the event is older than the event retention and was purged', null],
       ['succeeded', 1, 'ok', null],
     ]);
-    await sleep(300); // the worker polls every 50 ms: the given-up delivery is not claimed again
+    // the worker polls every 50 ms: the given-up delivery is not claimed again (no new lease, no new write)
+    const givenUp = async () => t.db.knex('webhook_deliveries').where({ id: list[0].id }).first('lease_token', 'lease_until', 'updated_at', 'status');
+    const before = await givenUp();
+    await sleep(300);
+    expect(await givenUp()).toEqual(before);
+    expect(before).toEqual({ lease_token: null, lease_until: null, updated_at: expect.any(String), status: 'abandoned' });
     expect(receiver.received.filter((r) => r.path === '/purged')).toHaveLength(1);
   });
 

@@ -6,7 +6,7 @@ import type { components } from '../../generated/types';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { committedReads } from '../storage/committedReads';
 import { ApiError, validationError } from '../errors';
-import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, listEvents } from '../storage/repositories/eventsRepository';
+import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, highestEventSeq, listEvents } from '../storage/repositories/eventsRepository';
 import { deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
 import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
 import type { PurgeOptions } from '../periodic';
@@ -151,18 +151,33 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
   if (after && Date.parse(after.occurredAt) < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
     throw new ApiError('CURSOR_EXPIRED', `The cursor is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
   }
-  // taken before the read: every event committed after it occurred after it, less the time a
-  // write is in flight, which CURSOR_EXPIRY_MARGIN_MS covers
-  const readAt = nowIso();
-  // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
-  const page = await listEvents(committedReads(db), orgId, { types, resourceId: request.resourceId }, request.limit, after);
+  // Both taken before the page is read. Every event committed after it occurred after `readAt`,
+  // less the time a write is in flight and the skew between this host's clock and the one that
+  // stamps events (the database's, on Postgres): END_CURSOR_ALLOWANCE_MS covers both. And every
+  // event up to `highest` is committed (an organization's events commit in `seq` order).
+  const readAt = new Date(Date.now() - END_CURSOR_ALLOWANCE_MS).toISOString();
+  const reads = committedReads(db); // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
+  const filtered = types !== undefined || request.resourceId !== undefined;
+  const highest = filtered ? await highestEventSeq(reads, orgId) : 0;
+  const page = await listEvents(reads, orgId, { types, resourceId: request.resourceId }, request.limit, after);
   if (page.nextCursor) return { data: page.data, nextCursor: page.nextCursor };
-  // the end of the feed: the next event is yet to come, so the cursor is as old as this read, not
+  // The end of the feed: the next event is yet to come, so the cursor is as old as this read, not
   // as the last event — a consumer polling a quiet feed (or a rarely matching filter) keeps a
-  // fresh cursor instead of being told to resynchronise 30 days after the last event
+  // fresh cursor instead of being told to resynchronise 30 days after the last event. With a
+  // filter it points past every event the read could see, matching or not: such a cursor reused
+  // without the filter must not step over events the purge removed since.
   const last = page.data[page.data.length - 1];
-  return { data: page.data, nextCursor: encodeFeedCursor({ seq: last?.sequence ?? after?.seq ?? 0, occurredAt: readAt }) };
+  const seq = Math.max(last?.sequence ?? 0, after?.seq ?? 0, highest);
+  return { data: page.data, nextCursor: encodeFeedCursor({ seq, occurredAt: readAt }) };
 }
+
+/**
+ * How much older than the read the cursor at the end of the feed says it is: writes in flight
+ * (seconds) and the skew between the API host's clock and the database's (on Postgres events
+ * are stamped by the database), which a cursor carrying the read's own time would otherwise have
+ * to stay under CURSOR_EXPIRY_MARGIN_MS.
+ */
+const END_CURSOR_ALLOWANCE_MS = 5 * 60_000;
 
 function decodeFeedCursorOrThrow(cursor: string) {
   try {

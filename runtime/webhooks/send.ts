@@ -20,12 +20,12 @@ const EXCERPT_CHARS = 200;
 
 /**
  * The excerpt of an answer or error as stored and shown: at most EXCERPT_CHARS characters, control
- * characters other than tab and line breaks as U+FFFD. A receiver may answer anything (binary,
+ * characters (C0 but tab and line breaks, DEL, C1) as U+FFFD. A receiver may answer anything (binary,
  * compressed): Postgres refuses a NUL in text, and a result that could not be stored would leave
  * its delivery to be sent again and again.
  */
 function excerptText(text: string): string {
-  return text.slice(0, EXCERPT_CHARS).replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g, '\uFFFD');
+  return text.slice(0, EXCERPT_CHARS).replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/g, '\uFFFD');
 }
 /** More of an answer than this is not read: it is never shown, and a receiver must not hold a worker. */
 const MAX_READ_BYTES = 64 * 1024;

@@ -85,6 +85,12 @@ export async function listEvents(db: Knex, orgId: string, filters: EventFilters,
   };
 }
 
+/** The organization's highest event `seq`, 0 when it has none (one step down the (org_id, seq) index). */
+export async function highestEventSeq(db: Knex, orgId: string): Promise<number> {
+  const row: { seq: number } | undefined = await db('events').where({ org_id: orgId }).orderBy('seq', 'desc').first('seq');
+  return row === undefined ? 0 : Number(row.seq);
+}
+
 /** The organization's most recent events of one type, newest first. */
 export async function recentEventsOfType(db: Knex, orgId: string, type: string, count: number): Promise<Event[]> {
   const rows: EventRow[] = await db<EventRow>('events').where({ org_id: orgId, type }).orderBy('seq', 'desc').limit(count);

@@ -220,27 +220,55 @@ const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
 
 /**
  * Claims up to `limit` due deliveries for `leaseUntil` under `token`. Run it inside a write
- * transaction: on Postgres the candidates are then locked FOR UPDATE SKIP LOCKED, those another
- * worker claimed meanwhile (locked, or no longer due once their lease was written) left out, so
- * concurrent workers claim disjoint sets without waiting for each other; SQLite has one writer
- * at a time.
+ * transaction. On Postgres the candidates (four times `limit`, since workers claiming at the same
+ * moment read the same ones) are then locked FOR UPDATE SKIP LOCKED, the longest due first, up to
+ * `limit`: those another worker holds or has claimed meanwhile (no longer due once its lease was
+ * written) are left out, so concurrent workers claim disjoint sets without waiting for each
+ * other. SQLite has one writer at a time. A delivery whose event was purged is given up on the
+ * way (below), and the claim goes on past it rather than answering nothing.
  */
 export async function claimDueDeliveries(trx: Knex, now: string, limit: number, leaseUntil: string, token: string): Promise<ClaimedDelivery[]> {
-  let seqs = await dueSeqs(trx, now, limit);
-  if (seqs.length && dialectOf(trx) === 'postgres') {
+  for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+    const rows = await claimRows(trx, now, limit, leaseUntil, token);
+    if (rows === undefined) return [];
+    // a delivery whose event the retention purge removed (a replay of old events, mostly: a held
+    // delivery is purged with its event) can never be sent: given up now, with the reason, instead
+    // of being claimed again after every lease, ahead of the deliveries that can go out
+    const purged = rows.filter((r: any) => r.e_seq === null).map((r: any) => r.seq);
+    if (purged.length) {
+      await trx('webhook_deliveries').whereIn('seq', purged).update({
+        status: 'abandoned', next_attempt_at: null, lease_until: null, lease_token: null, last_response_excerpt: EVENT_PURGED, updated_at: now,
+      });
+    }
+    const sendable = rows.filter((r: any) => r.e_seq !== null);
+    if (sendable.length || !purged.length) return sendable.map(toClaimed);
+  }
+  return [];
+}
+
+/** Rounds of one claim that may each find only deliveries whose event was purged. */
+const MAX_CLAIM_ROUNDS = 8;
+
+/** Leases up to `limit` due deliveries and reads them with their event (null when purged) and subscription; undefined when none is due. */
+async function claimRows(trx: Knex, now: string, limit: number, leaseUntil: string, token: string): Promise<any[] | undefined> {
+  const postgres = dialectOf(trx) === 'postgres';
+  let seqs = await dueSeqs(trx, now, postgres ? limit * 4 : limit);
+  if (seqs.length && postgres) {
     const locked: { seq: number }[] = await trx('webhook_deliveries')
       .whereIn('seq', seqs)
       .whereIn('status', DUE_STATUSES)
       .where('next_attempt_at', '<=', now)
       .where((q) => q.whereNull('lease_until').orWhere('lease_until', '<=', now))
+      .orderBy('next_attempt_at')
+      .limit(limit)
       .forUpdate()
       .skipLocked()
       .select('seq');
     seqs = locked.map((r) => r.seq);
   }
-  if (!seqs.length) return [];
+  if (!seqs.length) return undefined;
   await trx('webhook_deliveries').whereIn('seq', seqs).update({ lease_until: leaseUntil, lease_token: token });
-  const rows = await trx('webhook_deliveries as d')
+  return trx('webhook_deliveries as d')
     .leftJoin('events as e', 'e.id', 'd.event_id')
     .join('webhook_subscriptions as s', 's.id', 'd.subscription_id')
     .whereIn('d.seq', seqs)
@@ -251,16 +279,10 @@ export async function claimDueDeliveries(trx: Knex, now: string, limit: number, 
       's.target_url as s_target_url', 's.secret as s_secret', 's.previous_secret as s_previous_secret',
       's.previous_secret_expires_at as s_previous_secret_expires_at', 's.last_success_at as s_last_success_at',
     );
-  // a delivery whose event the retention purge removed (a paused subscription's backlog, a replay
-  // of old events) can never be sent: given up now, with the reason, instead of being claimed
-  // again after every lease, ahead of the deliveries that can go out
-  const purged = rows.filter((r: any) => r.e_seq === null).map((r: any) => r.seq);
-  if (purged.length) {
-    await trx('webhook_deliveries').whereIn('seq', purged).update({
-      status: 'abandoned', next_attempt_at: null, lease_until: null, lease_token: null, last_response_excerpt: EVENT_PURGED, updated_at: now,
-    });
-  }
-  return rows.filter((r: any) => r.e_seq !== null).map((r: any) => ({
+}
+
+function toClaimed(r: any): ClaimedDelivery {
+  return {
     delivery: {
       seq: r.seq, id: r.id, org_id: r.org_id, subscription_id: r.subscription_id, event_id: r.event_id, event_type: r.event_type, status: r.status,
       attempts: Number(r.attempts), next_attempt_at: r.next_attempt_at, lease_until: r.lease_until, lease_token: r.lease_token,
@@ -272,7 +294,7 @@ export async function claimDueDeliveries(trx: Knex, now: string, limit: number, 
       id: r.subscription_id, target_url: r.s_target_url, secret: r.s_secret, previous_secret: r.s_previous_secret,
       previous_secret_expires_at: r.s_previous_secret_expires_at, last_success_at: r.s_last_success_at,
     },
-  }));
+  };
 }
 
 /** What a delivery given up because its event was purged shows as its last error. */

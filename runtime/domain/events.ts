@@ -161,8 +161,8 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
   const highest = filtered ? await highestEventSeq(reads, orgId) : 0;
   const page = await listEvents(reads, orgId, { types, resourceId: request.resourceId }, request.limit, after);
   if (page.nextCursor) return { data: page.data, nextCursor: page.nextCursor };
-  // The end of the feed: the next event is yet to come, so the cursor is as old as this read, not
-  // as the last event — a consumer polling a quiet feed (or a rarely matching filter) keeps a
+  // The end of the feed: the next event is yet to come, so the cursor dates from this read (less
+  // the allowance), not from the last event — a consumer polling a quiet feed (or a rarely matching filter) keeps a
   // fresh cursor instead of being told to resynchronise 30 days after the last event. With a
   // filter it points past every event the read could see, matching or not: such a cursor reused
   // without the filter must not step over events the purge removed since.

@@ -104,9 +104,9 @@ export function parseInt8(text: string): number {
   return n;
 }
 
-function pgTypeParser(oid: number, format?: string): (text: string) => unknown {
-  return oid === INT8_OID && format !== 'binary' ? parseInt8 : (pgTypes.getTypeParser as (oid: number, format?: string) => (text: string) => unknown)(oid, format);
-}
+/** node-postgres' own parsers, but parseInt8 for 64-bit integers in text form. */
+const pgTypeParser: typeof pgTypes.getTypeParser = (oid, format) =>
+  oid === INT8_OID && format !== 'binary' ? parseInt8 : pgTypes.getTypeParser(oid, format);
 
 function sqliteFilename(url: string): string {
   const rest = url.slice('sqlite:'.length);

@@ -27,6 +27,7 @@ const EXCERPT_CHARS = 200;
 function excerptText(text: string): string {
   return text.slice(0, EXCERPT_CHARS).replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]/g, '\uFFFD');
 }
+
 /** More of an answer than this is not read: it is never shown, and a receiver must not hold a worker. */
 const MAX_READ_BYTES = 64 * 1024;
 

@@ -1532,7 +1532,7 @@ export interface components {
          */
         ScheduleStartsAt: string;
         /**
-         * @description RFC 5545 RRULE value (an optional `RRULE:` prefix is accepted), limited to `FREQ` (DAILY, WEEKLY, MONTHLY, required), `INTERVAL` (1–1000), `BYDAY` (`MO`…`SU`; with MONTHLY also an ordinal such as `1MO` or `-1FR`), `COUNT` (1–10000) and `UNTIL` (`yyyymmddThhmmssZ` in UTC, or a local date `yyyymmdd` meaning through the end of that day); `COUNT` and `UNTIL` exclude each other. `startsAt` is the first occurrence when it matches the rule, and gives every occurrence its local time of day.
+         * @description RFC 5545 RRULE value (an optional `RRULE:` prefix is accepted), limited to `FREQ` (DAILY, WEEKLY, MONTHLY, required), `INTERVAL` (1–1000), `BYDAY` (`MO`…`SU`; with MONTHLY also an ordinal such as `1MO` or `-1FR`), `COUNT` (1–10000) and `UNTIL` (`yyyymmddThhmmssZ` in UTC, or a local date `yyyymmdd` meaning through the end of that day); `COUNT` and `UNTIL` exclude each other. `startsAt` is the first occurrence when it matches the rule, and gives every occurrence its local time of day. A rule with no occurrence at all answers 400: a MONTHLY `BYDAY` mixing ordinal and plain weekdays (`1MO,FR`; list either kind), and a DAILY `INTERVAL` that is a multiple of 7 with a `BYDAY` that leaves out the weekday of `startsAt`. The calendar costs the same for a schedule begun years ago as for a new one.
          * @example FREQ=WEEKLY;BYDAY=MO,TH
          * @example FREQ=MONTHLY;BYDAY=-1FR;UNTIL=20261231T235959Z
          */

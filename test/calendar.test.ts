@@ -81,6 +81,30 @@ describeEachDatabase('calendar', (t) => {
       expect(await allOccurrences(t, `from=2026-01-01T00:00:00Z&to=2026-12-31T00:00:00Z&scheduleId=${created.id}`)).toEqual([]);
     });
 
+    it('refuses a recurrence that never occurs; one stored before that check lists nothing and takes other changes', async () => {
+      const template = await newTemplate(t);
+      const site = await newSite(t);
+      // 2026-03-18 is a Wednesday: every 14 days from it is a Wednesday, never a Monday
+      const never = { ...weeklyLondon(template.id, site.id), startsAt: '2026-03-18T09:00:00', recurrence: 'FREQ=DAILY;INTERVAL=14;BYDAY=MO' };
+      const refused = await t.http.post('/v1/schedules').set('Authorization', t.auth).send(never).expect(400);
+      expect(refused.body.details).toEqual([{ path: '/recurrence', message: 'never occurs: with FREQ=DAILY and INTERVAL=14 every occurrence falls on the weekday of startsAt (WE), which BYDAY does not list' }]);
+      const mixed = await t.http.post('/v1/schedules').set('Authorization', t.auth).send({ ...never, recurrence: 'FREQ=MONTHLY;BYDAY=1MO,FR' }).expect(400);
+      expect(mixed.body.details).toEqual([{ path: '/recurrence', message: 'BYDAY with FREQ=MONTHLY must list either ordinal weekdays (1MO, -1FR) or plain weekdays (MO, FR), not both' }]);
+
+      // the same rule from a Monday occurs; moving its start to a Wednesday is refused
+      const fortnightly = await newSchedule(t, { ...never, startsAt: '2026-03-16T09:00:00' });
+      expect((await allOccurrences(t, `from=2026-03-01T00:00:00Z&to=2026-04-15T00:00:00Z&scheduleId=${fortnightly.id}`)).map((o) => o.localStartAt))
+        .toEqual(['2026-03-16T09:00:00', '2026-03-30T09:00:00', '2026-04-13T09:00:00']);
+      const moved = await t.http.patch(`/v1/schedules/${fortnightly.id}`).set('Authorization', t.auth).send({ startsAt: '2026-03-18T09:00:00' }).expect(400);
+      expect(moved.body.details[0].path).toBe('/recurrence');
+
+      // a schedule stored with such a rule before the check: no occurrences, and other fields still change
+      await t.db.knex('schedules').where({ id: fortnightly.id }).update({ recurrence: 'FREQ=MONTHLY;BYDAY=1MO,FR' });
+      expect(await allOccurrences(t, `from=2026-01-01T00:00:00Z&to=2026-12-31T00:00:00Z&scheduleId=${fortnightly.id}`)).toEqual([]);
+      const renamed = await t.http.patch(`/v1/schedules/${fortnightly.id}`).set('Authorization', t.auth).send({ durationMinutes: 30 }).expect(200);
+      expect(renamed.body).toMatchObject({ durationMinutes: 30, recurrence: 'FREQ=MONTHLY;BYDAY=1MO,FR' });
+    });
+
     it('lists schedules with filters and pages', async () => {
       const auth = await t.newKey({ organization: 'paging-schedules' });
       const template = await newTemplate(t, auth);

@@ -1,5 +1,5 @@
 import {
-  localToUtc, occurrenceId, occurrencesOf, parseLocalDateTime, parseOccurrenceId, parseRecurrence, ScheduleTiming, wallClockAt,
+  expandOccurrences, localToUtc, occurrenceId, occurrencesOf, parseLocalDateTime, parseOccurrenceId, parseRecurrence, ScheduleTiming, wallClockAt,
 } from '../runtime/domain/recurrence';
 import { ApiError } from '../runtime/errors';
 
@@ -127,6 +127,104 @@ describe('occurrencesOf', () => {
     ]);
     expect(starts(once, '2026-06-01T09:00:01Z', '2027-01-01T00:00:00Z')).toEqual([]);
     expect(starts(weeklyLondon, '2026-01-01T00:00:00Z', '2027-01-01T00:00:00Z', 3)).toHaveLength(3);
+  });
+});
+
+describe('occurrencesOf starts its walk near the window (docs/inspection-runs.md, "2. A schedule")', () => {
+  // The reference is rrule walking from startsAt itself (fastForward false): the fast-forwarded
+  // walk must answer exactly the same occurrences for every rule, start, window and max.
+  const same = (timing: ScheduleTiming, fromStart: number, toStart: number, max?: number) =>
+    expect(expandOccurrences(timing, { fromStart, toStart, max }, true)).toEqual(expandOccurrences(timing, { fromStart, toStart, max }, false));
+
+  it('answers a schedule begun decades ago like one walked from its start', () => {
+    const from = utc('2026-11-01T00:00:00Z');
+    const to = utc('2026-12-01T00:00:00Z');
+    for (const [startsAt, recurrence] of [
+      ['1970-01-01T09:00:00', 'FREQ=DAILY'],
+      ['1970-01-05T09:00:00', 'FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR'],
+      ['1970-01-07T07:30:00', 'FREQ=WEEKLY;INTERVAL=3;BYDAY=MO,FR'],
+      ['1970-01-31T09:00:00', 'FREQ=MONTHLY'],
+      ['1971-03-31T09:00:00', 'FREQ=MONTHLY;INTERVAL=5'],
+      ['1970-02-01T18:00:00', 'FREQ=MONTHLY;BYDAY=-1FR'],
+      ['1970-01-01T09:00:00', 'FREQ=DAILY;COUNT=10000'],
+      ['1999-12-31T23:59:59', 'FREQ=DAILY;INTERVAL=3;BYDAY=MO,FR;COUNT=2600'],
+      ['2000-01-03T09:00:00', 'FREQ=WEEKLY;BYDAY=WE,SA;COUNT=2812'],
+    ]) {
+      const timing: ScheduleTiming = { timezone: 'Europe/London', startsAt, durationMinutes: 60, recurrence };
+      same(timing, from, to, 51);
+      same(timing, from, to);
+    }
+    // the cases above are not all empty: the daily rule has one occurrence per day of November
+    expect(occurrencesOf({ timezone: 'Europe/London', startsAt: '1970-01-01T09:00:00', durationMinutes: 60, recurrence: 'FREQ=DAILY' }, { fromStart: from, toStart: to })).toHaveLength(30);
+  });
+
+  it('ends a COUNT that ran out before the window, and keeps its last occurrences when it runs out inside it', () => {
+    const timing: ScheduleTiming = { timezone: 'UTC', startsAt: '2020-01-06T08:00:00', durationMinutes: 15, recurrence: 'FREQ=WEEKLY;BYDAY=MO,TH;COUNT=100' };
+    // 100 occurrences, two a week: the last is the Thursday of the 50th week, 2020-12-17
+    expect(starts(timing, '2020-12-14T00:00:00Z', '2021-01-31T00:00:00Z').map(([s]) => s)).toEqual(['2020-12-14T08:00:00.000Z', '2020-12-17T08:00:00.000Z']);
+    expect(starts(timing, '2021-01-01T00:00:00Z', '2030-01-01T00:00:00Z')).toEqual([]);
+    same(timing, utc('2020-12-14T00:00:00Z'), utc('2021-01-31T00:00:00Z'));
+  });
+
+  it('answers nothing, without walking to the year 9999, for a daily rule that never lands on its BYDAY', () => {
+    // every 14 days from a Wednesday is a Wednesday
+    const never: ScheduleTiming = { timezone: 'UTC', startsAt: '2026-01-07T09:00:00', durationMinutes: 30, recurrence: 'FREQ=DAILY;INTERVAL=14;BYDAY=MO,TU' };
+    same(never, utc('2026-01-01T00:00:00Z'), utc('2027-01-01T00:00:00Z'));
+    expect(occurrencesOf(never, { fromStart: utc('2026-01-01T00:00:00Z'), toStart: utc('2027-01-01T00:00:00Z') })).toEqual([]);
+    // and one that includes the start's weekday is every 14 days
+    expect(starts({ ...never, recurrence: 'FREQ=DAILY;INTERVAL=14;BYDAY=MO,WE' }, '2026-01-01T00:00:00Z', '2026-02-01T00:00:00Z').map(([s]) => s))
+      .toEqual(['2026-01-07T09:00:00.000Z', '2026-01-21T09:00:00.000Z']);
+  });
+
+  it('matches the walk from the start for random rules, zones, starts and windows', () => {
+    // a seeded generator (mulberry32), so that a failure is reproducible from its printed case
+    let seed = 0x5eed;
+    const random = () => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)];
+    const zones = ['UTC', 'Europe/London', 'America/New_York', 'Asia/Kolkata', 'Australia/Lord_Howe', 'Pacific/Chatham'];
+    const days = ['MO', 'TU', 'WE', 'TH', 'FR', 'SA', 'SU'];
+    const pad = (n: number) => String(n).padStart(2, '0');
+    let withOccurrences = 0;
+    for (let i = 0; i < 200; i++) {
+      const freq = pick(['DAILY', 'WEEKLY', 'MONTHLY'] as const);
+      const parts = [`FREQ=${freq}`];
+      if (random() < 0.6) parts.push(`INTERVAL=${pick([1, 2, 3, 5, 13, 400])}`);
+      if (random() < 0.6) {
+        const chosen = days.filter(() => random() < 0.4);
+        // all ordinal or all plain: a mix never occurs (see neverOccurs), and rrule's walk to
+        // the year 9999 would make this test slow for nothing
+        const ordinal = freq === 'MONTHLY' && random() < 0.5;
+        if (chosen.length) parts.push(`BYDAY=${chosen.map((d) => (ordinal ? `${pick([1, 2, 4, 5, -1, -2])}${d}` : d)).join(',')}`);
+      }
+      const ending = random();
+      if (ending < 0.3) parts.push(`COUNT=${1 + Math.floor(random() * 3000)}`);
+      else if (ending < 0.45) parts.push(`UNTIL=${2000 + Math.floor(random() * 40)}0${1 + Math.floor(random() * 9)}15${random() < 0.5 ? 'T120000Z' : ''}`);
+      const year = 1970 + Math.floor(random() * 60);
+      const startsAt = `${year}-${pad(1 + Math.floor(random() * 12))}-${pad(1 + Math.floor(random() * 31))}T${pad(Math.floor(random() * 24))}:${pad(Math.floor(random() * 4) * 15)}:00`;
+      let start: number;
+      try {
+        start = local(startsAt);
+      } catch {
+        continue; // the 31st of a short month
+      }
+      const timing: ScheduleTiming = { timezone: pick(zones), startsAt, durationMinutes: 30, recurrence: parts.join(';') };
+      const fromStart = start + Math.floor((random() * 16 - 1) * 365 * 86_400_000);
+      const toStart = fromStart + Math.floor(random() * 400 * 86_400_000);
+      const max = random() < 0.5 ? 1 + Math.floor(random() * 60) : undefined;
+      const fast = expandOccurrences(timing, { fromStart, toStart, max }, true);
+      const reference = expandOccurrences(timing, { fromStart, toStart, max }, false);
+      if (JSON.stringify(fast) !== JSON.stringify(reference)) {
+        throw new Error(`case ${i} differs: ${JSON.stringify({ timing, from: iso(fromStart), to: iso(toStart), max, fast: fast.length, reference: reference.length })}`);
+      }
+      if (fast.length) withOccurrences++;
+    }
+    // most windows hold occurrences, so the comparison is not of empty lists
+    expect(withOccurrences).toBeGreaterThan(100);
   });
 });
 

@@ -2,7 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../generated/types';
 import { notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
-import { parseRecurrence, resolveStartsAt } from './recurrence';
+import { assertOccurs, parseRecurrence, resolveStartsAt } from './recurrence';
 import { checkReferences } from './references';
 import { recordEvent, recordUpdate, tombstone } from './events';
 import * as schedules from '../storage/repositories/schedulesRepository';
@@ -22,6 +22,7 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
   assertTimeZone(body.timezone, '/timezone');
   const startsAt = resolveStartsAt(body.startsAt, body.timezone, '/startsAt');
   const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
+  assertOccurs(recurrence, startsAt);
   await checkReferences(trx, orgId, [
     { pointer: '/templateId', kind: 'template', id: body.templateId },
     { pointer: '/siteId', kind: 'site', id: body.siteId },
@@ -51,6 +52,8 @@ export async function updateSchedule(trx: Knex, orgId: string, id: string, chang
   // an instant with an offset is read in the time zone the schedule will have: the one sent
   // alongside, else the stored one
   const startsAt = changes.startsAt === undefined ? undefined : resolveStartsAt(changes.startsAt, changes.timezone ?? before.timezone, '/startsAt');
+  // checked when the rule or its start changes: a schedule stored before the check keeps accepting other changes
+  if (recurrence !== undefined || startsAt !== undefined) assertOccurs(recurrence === undefined ? before.recurrence : recurrence, startsAt ?? before.startsAt);
   if (!(await schedules.updateSchedule(trx, orgId, id, { ...changes, startsAt, recurrence }))) throw notFound('schedule', id);
   const after = (await schedules.findSchedule(trx, orgId, id))!;
   await recordUpdate(trx, orgId, 'schedule.updated', before, after);

@@ -15,6 +15,10 @@ export async function fetchPage<Row extends Record<string, any>, T>(
   if (page.cursor !== undefined) {
     // every sort key ends with the row's `seq`; the columns before it are text (timestamps, ids)
     const after = decodeCursor(page.cursor, sortKey.map((_, i) => (i === sortKey.length - 1 ? 'integer' : 'text')));
+    // c1 >= v1, implied by what follows: the bound that starts the index range at the cursor.
+    // Neither database starts a range from the OR below, so without it every later page re-read
+    // the list from its start up to the cursor.
+    if (sortKey.length > 1) query.where(sortKey[0], '>=', after[0]);
     // (c1, c2, …) > (v1, v2, …), written out so that it means the same on SQLite and Postgres
     query.where((outer) => {
       sortKey.forEach((_, i) => {

@@ -2,6 +2,7 @@ import { Knex } from 'knex';
 import type { components } from '../../../generated/types';
 import { decodeCursor, encodeCursor, type Page } from '../../cursor';
 import { rowsOf } from '../rawRows';
+import { dialectOf } from '../databaseErrors';
 import type { SqliteStatements } from '../database';
 
 export type Event = components['schemas']['Event'];
@@ -70,12 +71,28 @@ export function decodeFeedCursor(cursor: string): FeedPosition {
   return { seq: seq as number, occurredAt: occurredAt as string };
 }
 
-/** One page of the feed in `seq` order, strictly after `after`. */
+/**
+ * One page of the feed in `seq` order, strictly after `after`. Several types are read one type
+ * per part, each in order through (org_id, type, seq), the parts merged by `union all … order by
+ * seq`: both databases merge ordered parts and stop at the limit, where `type in (…)` would sort
+ * every matching event or walk the whole feed past the other types. SQLite merges plain parts
+ * (it would sort a part that is a subquery); Postgres merges only parts that are ordered and
+ * limited subqueries (it sorts plain ones).
+ */
 export async function listEvents(db: Knex, orgId: string, filters: EventFilters, limit: number, after: FeedPosition | undefined): Promise<Page<Event>> {
-  const query = db<EventRow>('events').where({ org_id: orgId });
-  if (filters.types?.length) query.whereIn('type', filters.types);
-  if (filters.resourceId !== undefined) query.where({ resource_id: filters.resourceId });
-  if (after) query.where('seq', '>', after.seq);
+  const part = (type: string | undefined) => {
+    const query = db<EventRow>('events').where({ org_id: orgId });
+    if (type !== undefined) query.where({ type });
+    if (filters.resourceId !== undefined) query.where({ resource_id: filters.resourceId });
+    if (after) query.where('seq', '>', after.seq);
+    return query;
+  };
+  const types = filters.types?.length ? [...new Set(filters.types)] : [undefined];
+  const parts: Knex.QueryBuilder[] = dialectOf(db) === 'postgres' && types.length > 1
+    ? types.map((type, i) => db.select('*').from(part(type).orderBy('seq', 'asc').limit(limit + 1).as(`part${i}`)))
+    : types.map(part);
+  const [query, ...others] = parts;
+  if (others.length) query.unionAll(others);
   const rows: EventRow[] = await query.orderBy('seq', 'asc').limit(limit + 1);
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];

@@ -185,9 +185,16 @@ export async function findSensorReading(db: Knex, orgId: string, id: string): Pr
 /** occurredAfter/occurredBefore arrive normalized to ISO UTC with milliseconds (both exclusive). */
 export type SensorReadingFilter = ListFilters<'listSensorReadings'>;
 
-/** Ordered by occurredAt, ties by storage order: the key the list indexes end in. */
+/**
+ * Ordered by occurredAt, ties by storage order: the key the list indexes end in. One sensor's
+ * readings come from the identity index, which holds them by time (migration 0012), the few of
+ * one instant then put in `seq` order. SQLite, which keeps no statistics here, would rather
+ * walk all of the organization's readings in time order than sort those few rows, so on SQLite
+ * the query names that index.
+ */
 export async function listSensorReadings(db: Knex, orgId: string, filter: SensorReadingFilter, page: PageRequest): Promise<Page<SensorReading>> {
-  const query = db<SensorReadingRow>('sensor_readings').where({ org_id: orgId });
+  const bySensor = filter.sensorExternalId !== undefined && dialectOf(db) === 'sqlite';
+  const query = db<SensorReadingRow>(bySensor ? db.raw('?? indexed by ??', ['sensor_readings', 'sensor_readings_dedup']) : 'sensor_readings').where({ org_id: orgId });
   if (filter.siteId !== undefined) query.where('site_id', filter.siteId);
   if (filter.provider !== undefined) query.where('provider', filter.provider);
   if (filter.sensorExternalId !== undefined) query.where('sensor_external_id', filter.sensorExternalId);

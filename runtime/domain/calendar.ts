@@ -26,7 +26,11 @@ const MINUTE = 60_000;
 /**
  * One page of occurrences ordered by (startAt, scheduleId). The keyset runs over the computed
  * list: the cursor holds the (startAt, scheduleId) of the last occurrence, and each schedule is
- * asked only for the limit + 1 occurrences after it, so a page costs O(schedules × limit).
+ * read from just after it. Each schedule is asked for a few occurrences at a time (a share of the
+ * page, then twice as many), and again only while its last one read still sorts before the
+ * page's end: a page costs about O(schedules + limit) occurrences, where asking every schedule
+ * for a whole page cost O(schedules × limit) — 51 000 occurrences for a page of 50 from 1 000
+ * daily schedules.
  */
 export function occurrencePage(
   schedules: readonly Schedule[],
@@ -34,19 +38,37 @@ export function occurrencePage(
   page: PageRequest,
 ): { items: ScheduledOccurrence[]; nextCursor: string | null } {
   const after = page.cursor === undefined ? undefined : decodeOccurrenceCursor(page.cursor);
-  const found: ScheduledOccurrence[] = [];
-  for (const schedule of schedules) {
+  const wanted = page.limit + 1;
+  const streams = schedules.map((schedule) => {
     // overlapping the window means endAt > from, i.e. startAt >= from - duration + 1 ms
     let fromStart = window.from - schedule.durationMinutes * MINUTE + 1;
     if (after) fromStart = Math.max(fromStart, schedule.id > after.scheduleId ? after.startAt : after.startAt + 1);
-    for (const time of occurrencesOf(schedule, { fromStart, toStart: window.to, max: page.limit + 1 })) {
-      found.push({ id: occurrenceId(schedule.id, time.startAt), schedule, time });
+    return { schedule, fromStart, read: [] as ScheduledOccurrence[], exhausted: false };
+  });
+  const readMore = (stream: (typeof streams)[number], count: number) => {
+    const times = occurrencesOf(stream.schedule, { fromStart: stream.fromStart, toStart: window.to, max: count });
+    for (const time of times) stream.read.push({ id: occurrenceId(stream.schedule.id, time.startAt), schedule: stream.schedule, time });
+    if (times.length < count) stream.exhausted = true;
+    else stream.fromStart = times[times.length - 1].startAt + 1;
+  };
+  const share = Math.min(wanted, Math.ceil(wanted / Math.max(1, streams.length)) + 1);
+  for (const stream of streams) readMore(stream, share);
+  for (;;) {
+    const found = streams.flatMap((stream) => stream.read).sort(byStartThenSchedule);
+    const end = found.length >= wanted ? found[wanted - 1] : undefined;
+    // a schedule with more to read may hold occurrences before the page's end
+    const behind = streams.filter((stream) => !stream.exhausted && (end === undefined || byStartThenSchedule(stream.read[stream.read.length - 1], end) < 0));
+    if (!behind.length) {
+      const items = found.slice(0, page.limit);
+      const last = items[items.length - 1];
+      return { items, nextCursor: found.length > page.limit && last ? encodeOccurrenceCursor(last.time.startAt, last.schedule.id) : null };
     }
+    for (const stream of behind) readMore(stream, Math.min(wanted, stream.read.length));
   }
-  found.sort((a, b) => a.time.startAt - b.time.startAt || (a.schedule.id < b.schedule.id ? -1 : a.schedule.id > b.schedule.id ? 1 : 0));
-  const items = found.slice(0, page.limit);
-  const last = items[items.length - 1];
-  return { items, nextCursor: found.length > page.limit && last ? encodeOccurrenceCursor(last.time.startAt, last.schedule.id) : null };
+}
+
+function byStartThenSchedule(a: ScheduledOccurrence, b: ScheduledOccurrence): number {
+  return a.time.startAt - b.time.startAt || (a.schedule.id < b.schedule.id ? -1 : a.schedule.id > b.schedule.id ? 1 : 0);
 }
 
 export function toOccurrence(o: ScheduledOccurrence, run: { id: string; status: Occurrence['runStatus'] } | undefined): Occurrence {

@@ -149,6 +149,9 @@ describe('occurrencesOf starts its walk near the window (docs/inspection-runs.md
       ['1970-01-01T09:00:00', 'FREQ=DAILY;COUNT=10000'],
       ['1999-12-31T23:59:59', 'FREQ=DAILY;INTERVAL=3;BYDAY=MO,FR;COUNT=2600'],
       ['2000-01-03T09:00:00', 'FREQ=WEEKLY;BYDAY=WE,SA;COUNT=2812'],
+      ['1970-01-07T07:00:00', 'FREQ=DAILY;INTERVAL=14;BYDAY=WE,SA;COUNT=1500'],
+      // a mix rrule reads as both: the first Monday of each month (refused for new schedules)
+      ['1970-01-05T09:00:00', 'FREQ=MONTHLY;BYDAY=1MO,MO'],
     ]) {
       const timing: ScheduleTiming = { timezone: 'Europe/London', startsAt, durationMinutes: 60, recurrence };
       same(timing, from, to, 51);
@@ -193,17 +196,8 @@ describe('occurrencesOf starts its walk near the window (docs/inspection-runs.md
     for (let i = 0; i < 200; i++) {
       const freq = pick(['DAILY', 'WEEKLY', 'MONTHLY'] as const);
       const parts = [`FREQ=${freq}`];
-      if (random() < 0.6) parts.push(`INTERVAL=${pick([1, 2, 3, 5, 13, 400])}`);
-      if (random() < 0.6) {
-        const chosen = days.filter(() => random() < 0.4);
-        // all ordinal or all plain: a mix never occurs (see neverOccurs), and rrule's walk to
-        // the year 9999 would make this test slow for nothing
-        const ordinal = freq === 'MONTHLY' && random() < 0.5;
-        if (chosen.length) parts.push(`BYDAY=${chosen.map((d) => (ordinal ? `${pick([1, 2, 4, 5, -1, -2])}${d}` : d)).join(',')}`);
-      }
-      const ending = random();
-      if (ending < 0.3) parts.push(`COUNT=${1 + Math.floor(random() * 3000)}`);
-      else if (ending < 0.45) parts.push(`UNTIL=${2000 + Math.floor(random() * 40)}0${1 + Math.floor(random() * 9)}15${random() < 0.5 ? 'T120000Z' : ''}`);
+      const interval = random() < 0.6 ? pick([1, 2, 3, 5, 7, 13, 14, 400]) : 1;
+      if (interval !== 1 || random() < 0.2) parts.push(`INTERVAL=${interval}`);
       const year = 1970 + Math.floor(random() * 60);
       const startsAt = `${year}-${pad(1 + Math.floor(random() * 12))}-${pad(1 + Math.floor(random() * 31))}T${pad(Math.floor(random() * 24))}:${pad(Math.floor(random() * 4) * 15)}:00`;
       let start: number;
@@ -212,8 +206,22 @@ describe('occurrencesOf starts its walk near the window (docs/inspection-runs.md
       } catch {
         continue; // the 31st of a short month
       }
+      if (random() < 0.6) {
+        const chosen = days.filter(() => random() < 0.4);
+        // every INTERVAL-th day of a multiple of 7 is the start's weekday: list it, or the rule
+        // never matches (see neverMatches) and the reference walks to the year 9999
+        const startDay = ['SU', 'MO', 'TU', 'WE', 'TH', 'FR', 'SA'][new Date(start).getUTCDay()];
+        if (freq === 'DAILY' && interval % 7 === 0 && chosen.length && !chosen.includes(startDay)) chosen.push(startDay);
+        // all ordinal or all plain: a mix never occurs (see neverOccurs), and rrule's walk to
+        // the year 9999 would make this test slow for nothing
+        const ordinal = freq === 'MONTHLY' && random() < 0.5;
+        if (chosen.length) parts.push(`BYDAY=${chosen.map((d) => (ordinal ? `${pick([1, 2, 4, 5, -1, -2])}${d}` : d)).join(',')}`);
+      }
+      const ending = random();
+      if (ending < 0.3) parts.push(`COUNT=${1 + Math.floor(random() * 3000)}`);
+      else if (ending < 0.45) parts.push(`UNTIL=${2000 + Math.floor(random() * 40)}0${1 + Math.floor(random() * 9)}15${random() < 0.5 ? 'T120000Z' : ''}`);
       const timing: ScheduleTiming = { timezone: pick(zones), startsAt, durationMinutes: 30, recurrence: parts.join(';') };
-      const fromStart = start + Math.floor((random() * 16 - 1) * 365 * 86_400_000);
+      const fromStart = start + Math.floor((random() * 41 - 1) * 365 * 86_400_000);
       const toStart = fromStart + Math.floor(random() * 400 * 86_400_000);
       const max = random() < 0.5 ? 1 + Math.floor(random() * 60) : undefined;
       const fast = expandOccurrences(timing, { fromStart, toStart, max }, true);

@@ -41,7 +41,7 @@ export interface OccurrenceTime {
 // Local wall-clock time ↔ UTC
 
 const LOCAL_DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})$/;
-// Bounds keep rrule's walk from startsAt to a window short and every year four digits.
+// Bounds keep every year four digits, and the search for a new rule's first occurrence (assertOccurs) short.
 const MIN_YEAR = 1970;
 const MAX_YEAR = 2200;
 
@@ -239,12 +239,12 @@ export function expandOccurrences(timing: ScheduleTiming, query: OccurrenceQuery
  * MONTHLY rule with COUNT keeps its start (months differ in how many of their days match, and
  * COUNT's 10 000 bounds that walk).
  *
- * Answers null for a rule that never occurs (`neverOccurs`): rrule would look for its first
+ * Answers null for a rule no day ever matches (`neverMatches`): rrule would look for its first
  * occurrence until the year 9999, a quarter to most of a second per read.
  */
 function fastForwardOrigin(rule: RecurrenceRule, start: number, walkFrom: number): { start: number; skipped: number; monthDay: number[] | null } | null {
   const unchanged = { start, skipped: 0, monthDay: null };
-  if (neverOccurs(rule, start)) return null;
+  if (neverMatches(rule, start)) return null;
   if (rule.freq === 'MONTHLY') {
     if (walkFrom <= start) return unchanged;
     if (rule.count !== null) return unchanged;
@@ -282,34 +282,48 @@ function fastForwardOrigin(rule: RecurrenceRule, start: number, walkFrom: number
 }
 
 /**
- * Why a rule has no occurrence at all from `start` (floating milliseconds), or undefined when it
- * has some. Two shapes are possible within the subset: FREQ=DAILY with an INTERVAL that is a
- * multiple of 7 lands on the start's weekday only, so a BYDAY without it never matches; and a
- * MONTHLY BYDAY that mixes ordinal weekdays (1MO) with plain ones (TU), which rrule (like
- * python-dateutil) reads as days that are both, where RFC 5545 means either. New and changed
- * schedules refuse both (`assertOccurs`); one stored before that answers no occurrences.
+ * The shapes of rule for which rrule would search for a first occurrence until the year 9999 (a
+ * quarter to most of a second per read) because no day ever matches; the calendar answers
+ * nothing for them at once. FREQ=DAILY with an INTERVAL that is a multiple of 7 lands on the
+ * start's weekday only, so a BYDAY without it never matches. A MONTHLY BYDAY mixing ordinal
+ * (1MO) and plain (TU) weekdays is read by rrule (like python-dateutil) as the days that are
+ * both — `1MO,MO` is the first Monday — so it never matches when no plain weekday is one of the
+ * ordinals'. New and changed schedules refuse both (`assertOccurs`).
  */
-export function neverOccurs(rule: RecurrenceRule, start: number): string | undefined {
-  if (rule.byDay === null) return undefined;
-  if (rule.freq === 'MONTHLY') {
-    const ordinal = rule.byDay.some((d) => d.nth !== null);
-    const plain = rule.byDay.some((d) => d.nth === null);
-    return ordinal && plain ? 'BYDAY with FREQ=MONTHLY must list either ordinal weekdays (1MO, -1FR) or plain weekdays (MO, FR), not both' : undefined;
+export function neverMatches(rule: RecurrenceRule, start: number): boolean {
+  if (rule.byDay === null) return false;
+  if (rule.freq === 'MONTHLY' && mixesOrdinals(rule)) {
+    const plain = new Set(rule.byDay.filter((d) => d.nth === null).map((d) => d.weekday));
+    return !rule.byDay.some((d) => d.nth !== null && plain.has(d.weekday));
   }
-  if (rule.freq === 'DAILY' && rule.interval % 7 === 0) {
-    const weekday = WEEKDAY_CODES[new Date(start).getUTCDay()];
-    if (!rule.byDay.some((d) => d.weekday === weekday)) {
-      return `never occurs: with FREQ=DAILY and INTERVAL=${rule.interval} every occurrence falls on the weekday of startsAt (${weekday}), which BYDAY does not list`;
-    }
-  }
-  return undefined;
+  return rule.freq === 'DAILY' && rule.interval % 7 === 0 && !rule.byDay.some((d) => d.weekday === WEEKDAY_CODES[new Date(start).getUTCDay()]);
 }
 
-/** 400 naming `/recurrence` when `recurrence` has no occurrence from `startsAt` (see `neverOccurs`). */
-export function assertOccurs(recurrence: string | null, startsAt: string): void {
-  if (recurrence === null) return;
-  const reason = neverOccurs(parseRecurrence(recurrence, '/recurrence'), parseLocalDateTime(startsAt, '/startsAt'));
-  if (reason !== undefined) throw invalidField('/recurrence', reason);
+function mixesOrdinals(rule: RecurrenceRule): boolean {
+  return rule.byDay !== null && rule.byDay.some((d) => d.nth !== null) && rule.byDay.some((d) => d.nth === null);
+}
+
+/**
+ * 400 when a new or changed schedule's rule would have no occurrence at all, naming `pointer`
+ * (the field the request changed). A MONTHLY BYDAY mixing ordinal and plain weekdays is refused
+ * whatever it gives: RFC 5545 reads it as either, our recurrence library as both. Otherwise the
+ * first occurrence is looked for up to the end of the last year a start may have: none
+ * (a DAILY rule that never lands on its BYDAY, an UNTIL before the start, a fifth Monday of
+ * every fourth February) is refused.
+ */
+export function assertOccurs(timing: ScheduleTiming, pointer: string): void {
+  if (timing.recurrence === null) return;
+  const rule = parseRecurrence(timing.recurrence, '/recurrence');
+  const start = parseLocalDateTime(timing.startsAt, '/startsAt');
+  if (mixesOrdinals(rule) && rule.freq === 'MONTHLY') {
+    throw invalidField(pointer, 'BYDAY with FREQ=MONTHLY must list either ordinal weekdays (1MO, -1FR) or plain weekdays (MO, FR), not both');
+  }
+  if (rule.freq === 'DAILY' && neverMatches(rule, start)) {
+    const weekday = WEEKDAY_CODES[new Date(start).getUTCDay()];
+    throw invalidField(pointer, `never occurs: with FREQ=DAILY and INTERVAL=${rule.interval} every occurrence falls on the weekday of startsAt (${weekday}), which BYDAY does not list`);
+  }
+  const first = occurrencesOf(timing, { fromStart: start - 2 * DAY, toStart: Date.UTC(MAX_YEAR + 1, 0, 1), max: 1 });
+  if (!first.length) throw invalidField(pointer, `never occurs: the rule has no occurrence from startsAt to the end of ${MAX_YEAR}`);
 }
 
 /** `getUTCDay()` → the RRULE weekday code. */

@@ -22,7 +22,7 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
   assertTimeZone(body.timezone, '/timezone');
   const startsAt = resolveStartsAt(body.startsAt, body.timezone, '/startsAt');
   const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
-  assertOccurs(recurrence, startsAt);
+  assertOccurs({ timezone: body.timezone, startsAt, durationMinutes: 0, recurrence }, '/recurrence');
   await checkReferences(trx, orgId, [
     { pointer: '/templateId', kind: 'template', id: body.templateId },
     { pointer: '/siteId', kind: 'site', id: body.siteId },
@@ -53,7 +53,10 @@ export async function updateSchedule(trx: Knex, orgId: string, id: string, chang
   // alongside, else the stored one
   const startsAt = changes.startsAt === undefined ? undefined : resolveStartsAt(changes.startsAt, changes.timezone ?? before.timezone, '/startsAt');
   // checked when the rule or its start changes: a schedule stored before the check keeps accepting other changes
-  if (recurrence !== undefined || startsAt !== undefined) assertOccurs(recurrence === undefined ? before.recurrence : recurrence, startsAt ?? before.startsAt);
+  if (recurrence !== undefined || startsAt !== undefined) {
+    const timing = { timezone: changes.timezone ?? before.timezone, startsAt: startsAt ?? before.startsAt, durationMinutes: 0, recurrence: recurrence === undefined ? before.recurrence : recurrence };
+    assertOccurs(timing, recurrence === undefined ? '/startsAt' : '/recurrence');
+  }
   if (!(await schedules.updateSchedule(trx, orgId, id, { ...changes, startsAt, recurrence }))) throw notFound('schedule', id);
   const after = (await schedules.findSchedule(trx, orgId, id))!;
   await recordUpdate(trx, orgId, 'schedule.updated', before, after);

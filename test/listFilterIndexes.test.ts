@@ -59,12 +59,15 @@ function rowsFor(org: string, scale: number): Record<string, Row[]> {
   }));
   const readings: Row[] = [];
   // one reading per sensor, metric and minute; a sensor's readings of one instant are stored
-  // temperature first, the other way round from the identity index (provider, metric)
+  // temperature first, the other way round from the identity index (provider, metric). Sensors
+  // are many (one is a 48th of the readings), as in a real organization: with few, walking the
+  // time index and skipping the other sensors' readings would cost Postgres's planner about as
+  // much as the identity index, and its choice would flip between runs
   for (let m = 0; m < 20 * scale; m++) {
-    for (let s = 0; s < 12; s++) {
+    for (let s = 0; s < 48; s++) {
       for (const metric of ['temperature_c', 'humidity_pct']) {
         readings.push({
-          id: id('srd', readings.length), org_id: org, provider: s < 8 ? 'acme-iot' : 'bolt-sense', sensor_external_id: `th-${String(s).padStart(4, '0')}`,
+          id: id('srd', readings.length), org_id: org, provider: s < 32 ? 'acme-iot' : 'bolt-sense', sensor_external_id: `th-${String(s).padStart(4, '0')}`,
           sensor_name: null, site_id: `site-${s % 4}`, metric, value: m, unit: metric === 'temperature_c' ? 'C' : '%', occurred_at: minute(m), created_at: now,
         });
       }

@@ -4,8 +4,9 @@ import { Knex } from 'knex';
  * Sensor readings (docs/architecture.md, "Logs and sensor readings"), meant for millions of rows per organization.
  *
  * - `sensor_readings_dedup` is the identity of a reading (provider, sensor, metric, instant)
- *   per organization; ingestion relies on it with `ON CONFLICT DO NOTHING`. It also serves the
- *   `provider` / `sensorExternalId` / `metric` filters in `occurredAt` order.
+ *   per organization; ingestion relies on it with `ON CONFLICT DO NOTHING`. (Migration 0012
+ *   replaces it by `sensor_readings_identity`, the same columns with the sensor and the instant
+ *   first, and gives the `provider` and `metric` filters indexes of their own.)
  * - Lists are ordered by (occurred_at, seq); the two list indexes end in exactly that key, so
  *   `siteId + occurredAfter` (the polling query) and an unfiltered time window are index range
  *   scans that stop after one page. More indexes would slow every ingested batch.

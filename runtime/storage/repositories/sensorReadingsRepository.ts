@@ -194,7 +194,7 @@ export type SensorReadingFilter = ListFilters<'listSensorReadings'>;
  */
 export async function listSensorReadings(db: Knex, orgId: string, filter: SensorReadingFilter, page: PageRequest): Promise<Page<SensorReading>> {
   const bySensor = filter.sensorExternalId !== undefined && dialectOf(db) === 'sqlite';
-  const query = db<SensorReadingRow>(bySensor ? db.raw('?? indexed by ??', ['sensor_readings', 'sensor_readings_dedup']) : 'sensor_readings').where({ org_id: orgId });
+  const query = db<SensorReadingRow>(bySensor ? db.raw('?? indexed by ??', ['sensor_readings', 'sensor_readings_identity']) : 'sensor_readings').where({ org_id: orgId });
   if (filter.siteId !== undefined) query.where('site_id', filter.siteId);
   if (filter.provider !== undefined) query.where('provider', filter.provider);
   if (filter.sensorExternalId !== undefined) query.where('sensor_external_id', filter.sensorExternalId);

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { describeEachDatabase } from './support/testApp';
 import { anyDeliveryDue, claimDueDeliveries } from '../runtime/storage/repositories/webhookDeliveriesRepository';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
+import { statementsSent, type SentStatement } from './support/sentStatements';
 
 // The delivery engine polls for due deliveries several times a second in every process. A paused
 // or disabled subscription keeps its undelivered deliveries (they go out on resume), and on a busy
@@ -37,16 +38,8 @@ describeEachDatabase('the delivery poll', (t) => {
   });
 
   /** The statements `run` sends, with their bindings. */
-  async function statementsOf(run: () => Promise<unknown>): Promise<{ sql: string; bindings: unknown[] }[]> {
-    const sent: { sql: string; bindings: unknown[] }[] = [];
-    const listener = (q: { sql: string; bindings?: unknown[] }) => sent.push({ sql: q.sql, bindings: q.bindings ?? [] });
-    t.db.knex.on('query', listener);
-    try {
-      await run();
-    } finally {
-      t.db.knex.removeListener('query', listener);
-    }
-    return sent.filter((s) => /webhook_deliveries/.test(s.sql) && /^\s*select/i.test(s.sql));
+  async function statementsOf(run: () => Promise<unknown>): Promise<SentStatement[]> {
+    return (await statementsSent(t.db.knex, run)).filter((s) => /webhook_deliveries/.test(s.sql) && /^\s*select/i.test(s.sql));
   }
 
   /** The names of the indexes the plan of `statement` reads webhook_deliveries through, and whether it scans the table. */

@@ -14,6 +14,7 @@ import { listSchedules } from '../runtime/storage/repositories/schedulesReposito
 import { listWebhookSubscriptions } from '../runtime/storage/repositories/webhookSubscriptionsRepository';
 import { listDeliveries } from '../runtime/storage/repositories/webhookDeliveriesRepository';
 import { decodeFeedCursor, listEvents } from '../runtime/storage/repositories/eventsRepository';
+import { statementsSent, type SentStatement } from './support/sentStatements';
 
 // Every filter of every list, used alone (docs/architecture.md, "Lists and cursors"), must be
 // served by an index that yields the organization's matching rows in the list's order, so that a
@@ -287,16 +288,8 @@ describeEachDatabase('each list filter is served by an index in list order', (t)
   beforeAll(async () => seed(t), 60_000);
 
   /** The SELECTs `run` sends, with their bindings. */
-  async function statementsOf(run: () => Promise<unknown>): Promise<{ sql: string; bindings: unknown[] }[]> {
-    const sent: { sql: string; bindings: unknown[] }[] = [];
-    const listener = (q: { sql: string; bindings?: unknown[] }) => sent.push({ sql: q.sql, bindings: q.bindings ?? [] });
-    t.db.knex.on('query', listener);
-    try {
-      await run();
-    } finally {
-      t.db.knex.removeListener('query', listener);
-    }
-    return sent.filter((s) => /^\s*\(?\s*select/i.test(s.sql));
+  async function statementsOf(run: () => Promise<unknown>): Promise<SentStatement[]> {
+    return (await statementsSent(t.db.knex, run)).filter((s) => /^\s*\(?\s*select/i.test(s.sql));
   }
 
   async function plan(statement: { sql: string; bindings: unknown[] }): Promise<string> {

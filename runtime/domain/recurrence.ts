@@ -292,13 +292,14 @@ function fastForwardOrigin(rule: RecurrenceRule, start: number, walkFrom: number
  */
 export function neverMatches(rule: RecurrenceRule, start: number): boolean {
   if (rule.byDay === null) return false;
-  if (rule.freq === 'MONTHLY' && mixesOrdinals(rule)) {
+  if (mixesOrdinals(rule)) {
     const plain = new Set(rule.byDay.filter((d) => d.nth === null).map((d) => d.weekday));
     return !rule.byDay.some((d) => d.nth !== null && plain.has(d.weekday));
   }
   return rule.freq === 'DAILY' && rule.interval % 7 === 0 && !rule.byDay.some((d) => d.weekday === WEEKDAY_CODES[new Date(start).getUTCDay()]);
 }
 
+/** A BYDAY with both ordinal and plain weekdays; ordinals parse only with FREQ=MONTHLY, so the rule is monthly. */
 function mixesOrdinals(rule: RecurrenceRule): boolean {
   return rule.byDay !== null && rule.byDay.some((d) => d.nth !== null) && rule.byDay.some((d) => d.nth === null);
 }
@@ -315,10 +316,11 @@ export function assertOccurs(timing: ScheduleTiming, pointer: string): void {
   if (timing.recurrence === null) return;
   const rule = parseRecurrence(timing.recurrence, '/recurrence');
   const start = parseLocalDateTime(timing.startsAt, '/startsAt');
-  if (mixesOrdinals(rule) && rule.freq === 'MONTHLY') {
+  if (mixesOrdinals(rule)) {
     throw invalidField(pointer, 'BYDAY with FREQ=MONTHLY must list either ordinal weekdays (1MO, -1FR) or plain weekdays (MO, FR), not both');
   }
-  if (rule.freq === 'DAILY' && neverMatches(rule, start)) {
+  if (neverMatches(rule, start)) {
+    // the one shape left that never matches: a DAILY rule whose days are all the start's weekday
     const weekday = WEEKDAY_CODES[new Date(start).getUTCDay()];
     throw invalidField(pointer, `never occurs: with FREQ=DAILY and INTERVAL=${rule.interval} every occurrence falls on the weekday of startsAt (${weekday}), which BYDAY does not list`);
   }

@@ -97,17 +97,21 @@ describeEachDatabase('calendar', (t) => {
         .toEqual(['2026-03-16T09:00:00', '2026-03-30T09:00:00', '2026-04-13T09:00:00']);
       const moved = await t.http.patch(`/v1/schedules/${fortnightly.id}`).set('Authorization', t.auth).send({ startsAt: '2026-03-18T09:00:00' }).expect(400);
       expect(moved.body.details[0].path).toBe('/startsAt');
-      // no occurrence before the end of 2200: an UNTIL before the start; a fifth Monday of every fourth February from a non-leap year
-      for (const [startsAt, recurrence] of [['2026-03-16T09:00:00', 'FREQ=DAILY;UNTIL=20200101'], ['2026-02-02T09:00:00', 'FREQ=MONTHLY;INTERVAL=48;BYDAY=5MO']]) {
-        const none = await t.http.post('/v1/schedules').set('Authorization', t.auth).send({ ...never, startsAt, recurrence }).expect(400);
-        expect(none.body.details).toEqual([{ path: '/recurrence', message: 'never occurs: the rule has no occurrence from startsAt to the end of 2200' }]);
-      }
+      // no occurrence before the end of 2200: an UNTIL before the start
+      const ended = await t.http.post('/v1/schedules').set('Authorization', t.auth).send({ ...never, startsAt: '2026-03-16T09:00:00', recurrence: 'FREQ=DAILY;UNTIL=20200101' }).expect(400);
+      expect(ended.body.details).toEqual([{ path: '/recurrence', message: 'never occurs: the rule has no occurrence from startsAt to the end of 2200' }]);
+      // a fifth Monday of every fourth February from a year that is not a leap year: 28 days each
+      const fifth = await t.http.post('/v1/schedules').set('Authorization', t.auth).send({ ...never, startsAt: '2026-02-02T09:00:00', recurrence: 'FREQ=MONTHLY;INTERVAL=48;BYDAY=5MO' }).expect(400);
+      expect(fifth.body.details).toEqual([{ path: '/recurrence', message: 'never occurs: none of the months the rule visits (every 48 from the month of startsAt) has five of the weekdays BYDAY names' }]);
 
       // a schedule stored with such a rule before the check: no occurrences, and other fields still change
       await t.db.knex('schedules').where({ id: fortnightly.id }).update({ recurrence: 'FREQ=MONTHLY;BYDAY=1MO,FR' });
       expect(await allOccurrences(t, `from=2026-01-01T00:00:00Z&to=2026-12-31T00:00:00Z&scheduleId=${fortnightly.id}`)).toEqual([]);
       const renamed = await t.http.patch(`/v1/schedules/${fortnightly.id}`).set('Authorization', t.auth).send({ durationMinutes: 30 }).expect(200);
       expect(renamed.body).toMatchObject({ durationMinutes: 30, recurrence: 'FREQ=MONTHLY;BYDAY=1MO,FR' });
+      // and one of fifth Mondays in Februaries that have 28 days (2026, 2030, …)
+      await t.db.knex('schedules').where({ id: fortnightly.id }).update({ starts_at: '2026-02-02T09:00:00', recurrence: 'FREQ=MONTHLY;INTERVAL=48;BYDAY=5MO' });
+      expect(await allOccurrences(t, `from=2026-01-01T00:00:00Z&to=2026-12-31T00:00:00Z&scheduleId=${fortnightly.id}`)).toEqual([]);
     });
 
     it('lists schedules with filters and pages', async () => {

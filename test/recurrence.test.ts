@@ -1,5 +1,5 @@
 import {
-  expandOccurrences, localToUtc, occurrenceId, occurrencesOf, parseLocalDateTime, parseOccurrenceId, parseRecurrence, ScheduleTiming, wallClockAt,
+  expandOccurrences, localToUtc, neverMatches, occurrenceId, occurrencesOf, parseLocalDateTime, parseOccurrenceId, parseRecurrence, ScheduleTiming, wallClockAt,
 } from '../runtime/domain/recurrence';
 import { ApiError } from '../runtime/errors';
 
@@ -177,6 +177,63 @@ describe('occurrencesOf starts its walk near the window (docs/inspection-runs.md
     // and one that includes the start's weekday is every 14 days
     expect(starts({ ...never, recurrence: 'FREQ=DAILY;INTERVAL=14;BYDAY=MO,WE' }, '2026-01-01T00:00:00Z', '2026-02-01T00:00:00Z').map(([s]) => s))
       .toEqual(['2026-01-07T09:00:00.000Z', '2026-01-21T09:00:00.000Z']);
+  });
+
+  it('answers nothing for fifth weekdays of months that never have five of them, and finds the months that do', () => {
+    // every 48 months from February 2026 is a February with 28 days: no fifth Monday, ever
+    const never: ScheduleTiming = { timezone: 'UTC', startsAt: '2026-02-02T09:00:00', durationMinutes: 30, recurrence: 'FREQ=MONTHLY;INTERVAL=48;BYDAY=5MO' };
+    expect(neverMatches(parseRecurrence(never.recurrence!, '/x'), local(never.startsAt))).toBe(true);
+    expect(occurrencesOf(never, { fromStart: utc('2026-01-01T00:00:00Z'), toStart: utc('2100-01-01T00:00:00Z') })).toEqual([]);
+    // the reference walk (to the year 9999) finds nothing either
+    same(never, utc('2026-01-01T00:00:00Z'), utc('2100-01-01T00:00:00Z'));
+    // from February 2024 every fourth February is a leap year's: February 2044 and 2072 begin on
+    // a Monday, so they have five, and the fifth from the last is the 1st
+    const leap: ScheduleTiming = { ...never, startsAt: '2024-02-05T09:00:00', recurrence: 'FREQ=MONTHLY;INTERVAL=48;BYDAY=-5MO' };
+    expect(neverMatches(parseRecurrence(leap.recurrence!, '/x'), local(leap.startsAt))).toBe(false);
+    expect(starts(leap, '2024-01-01T00:00:00Z', '2080-01-01T00:00:00Z').map(([s]) => s)).toEqual(['2044-02-01T09:00:00.000Z', '2072-02-01T09:00:00.000Z']);
+    same(leap, utc('2024-01-01T00:00:00Z'), utc('2080-01-01T00:00:00Z'));
+  });
+
+  it('knows which rules of fifth weekdays never match, as counting the days of every month they visit finds', () => {
+    // the independent count: each visited month's days, one by one, up to the year 9999 (where rrule stops)
+    const hasFifth = (year: number, month: number, weekdays: number[]) => {
+      const seen = new Map<number, number>();
+      for (let day = 1; new Date(Date.UTC(year, month, day)).getUTCMonth() === month; day++) {
+        const w = new Date(Date.UTC(year, month, day)).getUTCDay();
+        seen.set(w, (seen.get(w) ?? 0) + 1);
+      }
+      return weekdays.some((w) => seen.get(w) === 5);
+    };
+    const codes = ['SU', 'MO', 'TU', 'WE', 'TH', 'FR', 'SA'];
+    let seed = 0xf1f7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    let never = 0;
+    for (let i = 0; i < 300; i++) {
+      // only Februaries visited every year or every few years can miss a weekday's fifth for ever:
+      // such rules are chosen more often than at random
+      const shape = random();
+      const interval = shape < 0.4 ? 48 * (1 + Math.floor(random() * 20)) : shape < 0.7 ? 12 * (1 + Math.floor(random() * 80)) : 1 + Math.floor(random() * 1000);
+      const weekdays = [...new Set([Math.floor(random() * 7), ...(random() < 0.3 ? [Math.floor(random() * 7)] : [])])];
+      const year = 1990 + Math.floor(random() * 60);
+      const month = random() < 0.6 ? 1 : Math.floor(random() * 12);
+      const startsAt = `${year}-${String(month + 1).padStart(2, '0')}-01T08:00:00`;
+      const recurrence = `FREQ=MONTHLY;INTERVAL=${interval};BYDAY=${weekdays.map((w) => `${random() < 0.5 ? 5 : -5}${codes[w]}`).join(',')}`;
+      let counted = true;
+      for (let m = year * 12 + month; m < 10000 * 12; m += interval) {
+        if (hasFifth(Math.floor(m / 12), m % 12, weekdays)) {
+          counted = false;
+          break;
+        }
+      }
+      expect({ startsAt, recurrence, never: neverMatches(parseRecurrence(recurrence, '/x'), local(startsAt)) }).toEqual({ startsAt, recurrence, never: counted });
+      if (counted) never++;
+    }
+    // both answers occur among the cases
+    expect(never).toBeGreaterThan(10);
+    expect(never).toBeLessThan(290);
   });
 
   it('matches the walk from the start for random rules, zones, starts and windows', () => {

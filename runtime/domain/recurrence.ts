@@ -288,7 +288,12 @@ function fastForwardOrigin(rule: RecurrenceRule, start: number, walkFrom: number
  * start's weekday only, so a BYDAY without it never matches. A MONTHLY BYDAY mixing ordinal
  * (1MO) and plain (TU) weekdays is read by rrule (like python-dateutil) as the days that are
  * both — `1MO,MO` is the first Monday — so it never matches when no plain weekday is one of the
- * ordinals'. New and changed schedules refuse both (`assertOccurs`).
+ * ordinals'. A MONTHLY BYDAY of fifth weekdays only (5MO, -5FR) matches in the months that have
+ * five of one of them, and the months an INTERVAL visits may have none before the year 9999,
+ * where rrule stops looking: every fourth year's February from a year that is not a leap year
+ * has 28 days (`noVisitedMonthHasAFifth`). New and
+ * changed schedules refuse all three: the first two by their shape, the last because
+ * `assertOccurs` finds no occurrence; a schedule stored before those checks answers nothing.
  */
 export function neverMatches(rule: RecurrenceRule, start: number): boolean {
   if (rule.byDay === null) return false;
@@ -296,7 +301,31 @@ export function neverMatches(rule: RecurrenceRule, start: number): boolean {
     const plain = new Set(rule.byDay.filter((d) => d.nth === null).map((d) => d.weekday));
     return !rule.byDay.some((d) => d.nth !== null && plain.has(d.weekday));
   }
+  if (rule.byDay.every((d) => d.nth !== null && Math.abs(d.nth) === 5)) return noVisitedMonthHasAFifth(rule, start);
   return rule.freq === 'DAILY' && rule.interval % 7 === 0 && !rule.byDay.some((d) => d.weekday === WEEKDAY_CODES[new Date(start).getUTCDay()]);
+}
+
+/** The last year rrule looks at: a rule with no occurrence until then is walked to it. */
+const RRULE_LAST_YEAR = 9999;
+
+/**
+ * Whether none of the months a monthly rule visits (the start's, then every INTERVAL-th) up to
+ * the last year rrule looks at has five of any weekday its BYDAY lists, so its fifth (or
+ * fifth-from-last) weekdays never exist. A visited month that has one ends the search at once;
+ * only a rule that never matches looks at every visited month (at most 96 000, and fewer than
+ * 8 000 for the INTERVALs that can never match, multiples of 12: a few milliseconds).
+ */
+function noVisitedMonthHasAFifth(rule: RecurrenceRule, start: number): boolean {
+  const weekdays = [...new Set(rule.byDay!.map((d) => WEEKDAY_CODES.indexOf(d.weekday)))];
+  const begin = new Date(start);
+  for (let month = begin.getUTCFullYear() * 12 + begin.getUTCMonth(); month < (RRULE_LAST_YEAR + 1) * 12; month += rule.interval) {
+    const year = Math.floor(month / 12);
+    const days = new Date(Date.UTC(year, (month % 12) + 1, 0)).getUTCDate();
+    const firstWeekday = new Date(Date.UTC(year, month % 12, 1)).getUTCDay();
+    // a month of `days` days has five of the weekdays among its first days - 28
+    if (weekdays.some((w) => (w - firstWeekday + 7) % 7 < days - 28)) return false;
+  }
+  return true;
 }
 
 /** A BYDAY with both ordinal and plain weekdays; ordinals parse only with FREQ=MONTHLY, so the rule is monthly. */
@@ -308,9 +337,10 @@ function mixesOrdinals(rule: RecurrenceRule): boolean {
  * 400 when a new or changed schedule's rule would have no occurrence at all, naming `pointer`
  * (the field the request changed). A MONTHLY BYDAY mixing ordinal and plain weekdays is refused
  * whatever it gives: RFC 5545 reads it as either, our recurrence library as both. Otherwise the
- * first occurrence is looked for up to the end of the last year a start may have: none
- * (a DAILY rule that never lands on its BYDAY, an UNTIL before the start, a fifth Monday of
- * every fourth February) is refused.
+ * first occurrence is looked for up to the end of the last year a start may have: none (an
+ * UNTIL before the start) is refused. The rules no day ever matches (`neverMatches`) are refused
+ * first, each with its reason: a DAILY rule that never lands on its BYDAY, a fifth Monday of every
+ * fourth February from a year that is not a leap year.
  */
 export function assertOccurs(timing: ScheduleTiming, pointer: string): void {
   if (timing.recurrence === null) return;
@@ -320,7 +350,11 @@ export function assertOccurs(timing: ScheduleTiming, pointer: string): void {
     throw invalidField(pointer, 'BYDAY with FREQ=MONTHLY must list either ordinal weekdays (1MO, -1FR) or plain weekdays (MO, FR), not both');
   }
   if (neverMatches(rule, start)) {
-    // the one shape left that never matches: a DAILY rule whose days are all the start's weekday
+    // the two shapes left that never match: a DAILY rule whose days are all the start's weekday,
+    // and a MONTHLY rule of fifth weekdays whose months never have five of them
+    if (rule.freq === 'MONTHLY') {
+      throw invalidField(pointer, `never occurs: none of the months the rule visits (every ${rule.interval} from the month of startsAt) has five of the weekdays BYDAY names`);
+    }
     const weekday = WEEKDAY_CODES[new Date(start).getUTCDay()];
     throw invalidField(pointer, `never occurs: with FREQ=DAILY and INTERVAL=${rule.interval} every occurrence falls on the weekday of startsAt (${weekday}), which BYDAY does not list`);
   }

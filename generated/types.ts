@@ -2111,6 +2111,7 @@ export interface components {
             eventId: string;
             eventType: components["schemas"]["EventType"];
             status: components["schemas"]["WebhookDeliveryStatus"];
+            /** @description Attempts made, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the retry schedule's last attempts all end that way the delivery is `abandoned` with that reason; retry it to start again from 0. */
             attempts: number;
             /** @description HTTP status of the last answer; null when there was none (timeout, refused connection). */
             lastResponseStatus: number | null;

@@ -79,7 +79,7 @@ describeEachDatabase('the delivery poll', (t) => {
       attempts: 0, next_attempt_at: later, created_at: later, updated_at: later,
     });
     // four at a time: three rounds of given-up deliveries before the sendable one, in one claim
-    const claimed = await inWriteTransaction(k, (trx) => claimDueDeliveries(trx, now, 4, new Date(Date.now() + 60_000).toISOString(), 'token'));
+    const claimed = await inWriteTransaction(k, (trx) => claimDueDeliveries(trx, now, 4, new Date(Date.now() + 60_000).toISOString(), 'token', 8));
     expect(claimed.map((c) => c.delivery.id)).toEqual(['whd_poll_live']);
     const given = await k('webhook_deliveries').where({ status: 'abandoned' }).pluck('subscription_id');
     expect(given).toHaveLength(10);

@@ -50,7 +50,40 @@ describeEachDatabase('webhook workers as processes', (t) => {
     do {
       delivery = (await t.http.get(`${HOOKS}/${sub.id}/deliveries`).set('Authorization', auth).expect(200)).body.data[0];
     } while (delivery.status !== 'succeeded' && Date.now() < deadline && (await new Promise((r) => setTimeout(r, 100)), true));
-    expect(delivery).toMatchObject({ status: 'succeeded', attempts: 1, lastResponseStatus: 200 });
+    // the cut attempt counts: the receiver may have had it
+    expect(delivery).toMatchObject({ status: 'succeeded', attempts: 2, lastResponseStatus: 200 });
+  }, 60_000);
+
+  it('kill -9 during the last attempt of the retry schedule: the delivery is abandoned with the reason, not sent for ever', async () => {
+    // only the workers of this test: an earlier one left running could make the last attempt itself
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+    const auth = await t.newKey({ organization: 'lost-last' });
+    const sub = (await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/lost-last`, triggerKey: 'checkin.created' }).expect(201)).body;
+    // the schedule has three attempts (ENV): two answered 500, the third never answered
+    receiver.answer((req, i) => (req.path !== '/lost-last' ? { status: 200, body: 'ok' } : i < 2 ? { status: 500, body: 'down' } : { status: 200, hang: true }));
+    const first = await startWorkerProcess(t.db.url, ENV);
+    workers.push(first);
+    await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|lost', siteId: 's' }).expect(201);
+    await receiver.waitFor(3, { path: '/lost-last', timeoutMs: 15_000 });
+    await first.kill();
+
+    workers.push(await startWorkerProcess(t.db.url, ENV));
+    const deadline = Date.now() + 20_000;
+    let delivery: any;
+    do {
+      delivery = (await t.http.get(`${HOOKS}/${sub.id}/deliveries`).set('Authorization', auth).expect(200)).body.data[0];
+    } while (delivery.status !== 'abandoned' && Date.now() < deadline && (await new Promise((r) => setTimeout(r, 200)), true));
+    expect(delivery).toMatchObject({
+      status: 'abandoned',
+      attempts: 3,
+      nextAttemptAt: null,
+      lastResponseExcerpt: 'not sent again: no outcome was stored for its last attempts (the process sending them stopped) and all 3 attempts of the retry schedule are used',
+    });
+    // the second worker's polls go on: still nothing sent after the three attempts
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(receiver.received.filter((r) => r.path === '/lost-last')).toHaveLength(3);
+    // a receiver's failures disable a subscription, a stopped sender does not
+    expect((await t.http.get(`${HOOKS}/${sub.id}`).set('Authorization', auth).expect(200)).body.status).toBe('active');
   }, 60_000);
 
   it('a server process (runtime/main.ts, what npm start runs) delivers by itself; with WEBHOOK_WORKER=off it sends nothing', async () => {

@@ -101,7 +101,7 @@ async function claim(db: Knex, settings: WorkerSettings, limit: number): Promise
   if (!(await anyDeliveryDue(db, nowIso))) return [];
   const token = randomBytes(12).toString('hex');
   const leaseUntil = new Date(now.getTime() + settings.webhookLeaseSeconds * 1000).toISOString();
-  return inWriteTransaction(db, (trx) => claimDueDeliveries(trx, nowIso, limit, leaseUntil, token));
+  return inWriteTransaction(db, (trx) => claimDueDeliveries(trx, nowIso, limit, leaseUntil, token, settings.webhookRetrySchedule.length));
 }
 
 /** Sends one claimed delivery and stores its outcome (fenced on the lease). */
@@ -118,7 +118,8 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
     allowPrivate: settings.webhookAllowPrivateTargets,
   });
   const finishedAt = new Date().toISOString();
-  const attempts = delivery.attempts + 1;
+  // counted when the delivery was claimed for this attempt (claimDueDeliveries)
+  const attempts = delivery.attempts;
   const common: Partial<WebhookDeliveryRow> = {
     attempts,
     last_response_status: outcome.status,

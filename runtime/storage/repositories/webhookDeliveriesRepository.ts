@@ -219,7 +219,11 @@ const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
   order by d.next_attempt_at limit ?`;
 
 /**
- * Claims up to `limit` due deliveries for `leaseUntil` under `token`. Run it inside a write
+ * Claims up to `limit` due deliveries for `leaseUntil` under `token`, and counts the attempt
+ * each is claimed for: an attempt is counted when it starts, so one whose process died before
+ * storing its outcome (the receiver may have had it) still counts. A delivery claimed again for
+ * more than `maxAttempts` attempts — the schedule's last attempts all lost that way — is given
+ * up (`abandoned`, with the reason) instead of being sent after every lease for ever. Run it inside a write
  * transaction. On Postgres the candidates (four times `limit`, since workers claiming at the same
  * moment read the same ones) are then locked FOR UPDATE SKIP LOCKED, the longest due first, up to
  * `limit`: those another worker holds or has claimed meanwhile (no longer due once its lease was
@@ -227,7 +231,7 @@ const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
  * other. SQLite has one writer at a time. A delivery whose event was purged is given up on the
  * way (below), and the claim goes on past it rather than answering nothing.
  */
-export async function claimDueDeliveries(trx: Knex, now: string, limit: number, leaseUntil: string, token: string): Promise<ClaimedDelivery[]> {
+export async function claimDueDeliveries(trx: Knex, now: string, limit: number, leaseUntil: string, token: string, maxAttempts: number): Promise<ClaimedDelivery[]> {
   for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
     const rows = await claimRows(trx, now, limit, leaseUntil, token);
     if (rows === undefined) return [];
@@ -235,13 +239,15 @@ export async function claimDueDeliveries(trx: Knex, now: string, limit: number, 
     // delivery is purged with its event) can never be sent: given up now, with the reason, instead
     // of being claimed again after every lease, ahead of the deliveries that can go out
     const purged = rows.filter((r: any) => r.e_seq === null).map((r: any) => r.seq);
-    if (purged.length) {
-      await trx('webhook_deliveries').whereIn('seq', purged).update({
-        status: 'abandoned', next_attempt_at: null, lease_until: null, lease_token: null, last_response_excerpt: EVENT_PURGED, updated_at: now,
+    const exhausted = rows.filter((r: any) => r.e_seq !== null && Number(r.attempts) > maxAttempts).map((r: any) => r.seq);
+    for (const [seqs, excerpt] of [[purged, EVENT_PURGED], [exhausted, attemptsLost(maxAttempts)]] as const) {
+      if (!seqs.length) continue;
+      await trx('webhook_deliveries').whereIn('seq', seqs).update({
+        status: 'abandoned', attempts: trx.raw('attempts - 1'), next_attempt_at: null, lease_until: null, lease_token: null, last_response_excerpt: excerpt, updated_at: now,
       });
     }
-    const sendable = rows.filter((r: any) => r.e_seq !== null);
-    if (sendable.length || !purged.length) return sendable.map(toClaimed);
+    const sendable = rows.filter((r: any) => r.e_seq !== null && Number(r.attempts) <= maxAttempts);
+    if (sendable.length || !(purged.length + exhausted.length)) return sendable.map(toClaimed);
   }
   return [];
 }
@@ -267,7 +273,7 @@ async function claimRows(trx: Knex, now: string, limit: number, leaseUntil: stri
     seqs = locked.map((r) => r.seq);
   }
   if (!seqs.length) return undefined;
-  await trx('webhook_deliveries').whereIn('seq', seqs).update({ lease_until: leaseUntil, lease_token: token });
+  await trx('webhook_deliveries').whereIn('seq', seqs).update({ lease_until: leaseUntil, lease_token: token, attempts: trx.raw('attempts + 1') });
   return trx('webhook_deliveries as d')
     .leftJoin('events as e', 'e.id', 'd.event_id')
     .join('webhook_subscriptions as s', 's.id', 'd.subscription_id')
@@ -299,6 +305,11 @@ function toClaimed(r: any): ClaimedDelivery {
 
 /** What a delivery given up because its event was purged shows as its last error. */
 export const EVENT_PURGED = 'not sent: the event is older than the event retention and was purged';
+
+/** What a delivery given up because its last attempts got no outcome shows as its last error. */
+export function attemptsLost(maxAttempts: number): string {
+  return `not sent again: no outcome was stored for its last attempts (the process sending them stopped) and all ${maxAttempts} attempts of the retry schedule are used`;
+}
 
 /** Deliveries created before the events' retention: their events are purged (or about to be), so they can never be sent. */
 export async function deleteDeliveriesBefore(db: Knex, createdBefore: string, batch: number): Promise<number> {

@@ -1,4 +1,5 @@
 import { describeEachDatabase } from './support/testApp';
+import { WEBHOOK_BACKLOG_COUNT_CAP } from '../runtime/observability/metrics';
 import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
 import { startDeliveryWorker, DeliveryWorker } from '../runtime/webhooks/deliveryWorker';
 
@@ -68,6 +69,25 @@ describeEachDatabase('GET /metrics: webhook deliveries', (t) => {
     expect(succeeded).toBe(succeededBefore + 1);
     // the paused subscription's delivery waits: it is the backlog
     expect(await metric(/^webhook_deliveries_pending (\d+)$/m)).toBe(1);
+
+    // a backlog past the count's cap reads as the cap (README, "Metrics"); rows of a subscription
+    // that does not exist, which no worker claims
+    const now = new Date().toISOString();
+    const rows = Array.from({ length: WEBHOOK_BACKLOG_COUNT_CAP + 20 }, (_, i) => ({
+      id: `whd_backlog${String(i).padStart(17, '0')}`, org_id: 'org_backlog', subscription_id: 'whs_backlog', event_id: `evt_backlog${i}`,
+      event_type: 'checkin.created', status: 'pending', attempts: 0, next_attempt_at: now, created_at: now, updated_at: now,
+    }));
+    await t.db.knex.batchInsert('webhook_deliveries', rows, 400);
+    try {
+      expect(await metric(/^webhook_deliveries_pending (\d+)$/m)).toBe(WEBHOOK_BACKLOG_COUNT_CAP);
+      await t.db.knex('webhook_deliveries').where({ subscription_id: 'whs_backlog' }).whereIn('id', rows.slice(0, 10).map((r) => r.id)).delete();
+      // 1 + 10 000 + 20 − 10 is still past it; below it the count is exact again
+      expect(await metric(/^webhook_deliveries_pending (\d+)$/m)).toBe(WEBHOOK_BACKLOG_COUNT_CAP);
+      await t.db.knex('webhook_deliveries').where({ subscription_id: 'whs_backlog' }).whereIn('id', rows.slice(10, 110).map((r) => r.id)).delete();
+      expect(await metric(/^webhook_deliveries_pending (\d+)$/m)).toBe(1 + WEBHOOK_BACKLOG_COUNT_CAP + 20 - 110);
+    } finally {
+      await t.db.knex('webhook_deliveries').where({ subscription_id: 'whs_backlog' }).delete();
+    }
   });
 
   it('counts a failed attempt (retried later) and an abandoned one (410)', async () => {

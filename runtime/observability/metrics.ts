@@ -55,19 +55,24 @@ export const metrics = {
   }),
 };
 
+/** Where the count of webhook_deliveries_pending stops: a scrape never reads more of the backlog than this. */
+export const WEBHOOK_BACKLOG_COUNT_CAP = 10_000;
+
 /**
  * Webhook deliveries not yet delivered nor given up, counted in the database when /metrics is
- * scraped: the backlog every process shares, so a cluster reports the largest count, not the sum.
+ * scraped, up to WEBHOOK_BACKLOG_COUNT_CAP (a scrape's cost stays the same however large the
+ * backlog grows; the cap means "at least that many", past any sensible alert threshold): the
+ * backlog every process shares, so a cluster reports the largest count, not the sum.
  */
-export function observeWebhookBacklog(count: () => Promise<number>): void {
+export function observeWebhookBacklog(count: (cap: number) => Promise<number>): void {
   registry.removeSingleMetric('webhook_deliveries_pending');
   new Gauge({
     name: 'webhook_deliveries_pending',
-    help: 'Webhook deliveries waiting for their first attempt or a retry (all organizations)',
+    help: `Webhook deliveries waiting for their first attempt or a retry (all organizations), counted up to ${WEBHOOK_BACKLOG_COUNT_CAP}`,
     aggregator: 'max',
     registers: [registry],
     async collect() {
-      this.set(await count());
+      this.set(await count(WEBHOOK_BACKLOG_COUNT_CAP));
     },
   });
 }

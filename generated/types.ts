@@ -2099,7 +2099,7 @@ export interface components {
             status: "active" | "paused";
         };
         /**
-         * @description `pending`: not attempted yet. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left (the schedule ended, or the target answered 410); retry it or replay its window.
+         * @description `pending`: no attempt has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it). `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window.
          * @enum {string}
          */
         WebhookDeliveryStatus: "pending" | "succeeded" | "failed" | "abandoned";
@@ -2111,7 +2111,7 @@ export interface components {
             eventId: string;
             eventType: components["schemas"]["EventType"];
             status: components["schemas"]["WebhookDeliveryStatus"];
-            /** @description Attempts made, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the retry schedule's last attempts all end that way the delivery is `abandoned` with that reason; retry it to start again from 0. */
+            /** @description Attempts made, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0. */
             attempts: number;
             /** @description HTTP status of the last answer; null when there was none (timeout, refused connection). */
             lastResponseStatus: number | null;

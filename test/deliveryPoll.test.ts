@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { describeEachDatabase } from './support/testApp';
-import { anyDeliveryDue, claimDueDeliveries } from '../runtime/storage/repositories/webhookDeliveriesRepository';
+import { anyDeliveryDue, claimDueDeliveries, finishAttempt, LAST_ATTEMPT_LOST } from '../runtime/storage/repositories/webhookDeliveriesRepository';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { statementsSent, type SentStatement } from './support/sentStatements';
 
@@ -86,6 +86,30 @@ describeEachDatabase('the delivery poll', (t) => {
     expect(new Set(given)).toEqual(new Set(['whs_active']));
     // the paused subscription's backlog is untouched, and nothing else is due
     expect(await k('webhook_deliveries').where({ subscription_id: 'whs_paused' }).whereNotNull('lease_token').count({ n: '*' })).toEqual([{ n: 0 }]);
+    expect(await anyDeliveryDue(k, now)).toBe(false);
+  });
+
+  it('counts an attempt when it is claimed, and gives up one whose last attempt of the schedule got no outcome', async () => {
+    const k = t.db.knex;
+    const expired = new Date(Date.now() - 60_000).toISOString();
+    // with a schedule of 8 attempts: the 8th was claimed and its lease ran out (its token still set);
+    // the 7th likewise; one with 8 stored outcomes due again (the schedule was shortened since)
+    const cases = { lost: { attempts: 8, lease_token: 'old' }, seventh: { attempts: 7, lease_token: 'old' }, shortened: { attempts: 8, lease_token: null } };
+    for (const [name, state] of Object.entries(cases)) {
+      await k('events').insert({ id: `evt_bound_${name}`, org_id: 'org_poll', type: 'log.created', resource_id: `log_${name}`, data: '{}', changed_fields: null, occurred_at: past });
+      await k('webhook_deliveries').insert({
+        id: `whd_bound_${name}`, org_id: 'org_poll', subscription_id: 'whs_active', event_id: `evt_bound_${name}`, event_type: 'log.created', status: 'failed',
+        next_attempt_at: past, lease_until: state.lease_token && expired, created_at: past, updated_at: past, ...state,
+      });
+    }
+    const claimed = await inWriteTransaction(k, (trx) => claimDueDeliveries(trx, now, 4, new Date(Date.now() + 60_000).toISOString(), 'new', 8));
+    expect(claimed.map((c) => [c.delivery.id, c.delivery.attempts, c.delivery.lease_token]).sort()).toEqual([['whd_bound_seventh', 8, 'new'], ['whd_bound_shortened', 9, 'new']]);
+    const stored = async (id: string) => k('webhook_deliveries').where({ id }).first('status', 'attempts', 'lease_token', 'next_attempt_at', 'last_response_excerpt');
+    expect(await stored('whd_bound_seventh')).toMatchObject({ attempts: 8, lease_token: 'new' });
+    expect(await stored('whd_bound_lost')).toEqual({ status: 'abandoned', attempts: 8, lease_token: 'old', next_attempt_at: null, last_response_excerpt: LAST_ATTEMPT_LOST });
+    // the lost attempt's own outcome, should it still come, is stored over the give-up
+    expect(await finishAttempt(k, 'whd_bound_lost', 'old', { status: 'succeeded', last_response_status: 200, last_response_excerpt: 'ok' })).toBe(true);
+    expect(await stored('whd_bound_lost')).toEqual({ status: 'succeeded', attempts: 8, lease_token: null, next_attempt_at: null, last_response_excerpt: 'ok' });
     expect(await anyDeliveryDue(k, now)).toBe(false);
   });
 });

@@ -194,7 +194,7 @@ describe('occurrencesOf starts its walk near the window (docs/inspection-runs.md
     same(leap, utc('2024-01-01T00:00:00Z'), utc('2080-01-01T00:00:00Z'));
   });
 
-  it('knows which rules of fifth weekdays never match, as counting the days of every month they visit finds', () => {
+  it('knows which rules of fifth weekdays never match, as counting the days of every month they visit finds, and rrule', () => {
     // the independent count: each visited month's days, one by one, up to the year 9999 (where rrule stops)
     const hasFifth = (year: number, month: number, weekdays: number[]) => {
       const seen = new Map<number, number>();
@@ -229,6 +229,9 @@ describe('occurrencesOf starts its walk near the window (docs/inspection-runs.md
         }
       }
       expect({ startsAt, recurrence, never: neverMatches(parseRecurrence(recurrence, '/x'), local(startsAt)) }).toEqual({ startsAt, recurrence, never: counted });
+      // and as rrule itself finds, walking from startsAt up to the year 9999
+      const walked = expandOccurrences({ timezone: 'UTC', startsAt, durationMinutes: 30, recurrence }, { fromStart: local(startsAt), toStart: Date.UTC(9999, 11, 31), max: 1 }, false);
+      expect({ startsAt, recurrence, never: walked.length === 0 }).toEqual({ startsAt, recurrence, never: counted });
       if (counted) never++;
     }
     // both answers occur among the cases

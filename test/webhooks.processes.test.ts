@@ -77,7 +77,7 @@ describeEachDatabase('webhook workers as processes', (t) => {
       status: 'abandoned',
       attempts: 3,
       nextAttemptAt: null,
-      lastResponseExcerpt: 'not sent again: no outcome was stored for its last attempts (the process sending them stopped) and all 3 attempts of the retry schedule are used',
+      lastResponseExcerpt: 'not sent again: the last attempt of its retry schedule got no stored outcome (the process sending it stopped, or stalled past its lease)',
     });
     // the second worker's polls go on: still nothing sent after the three attempts
     await new Promise((r) => setTimeout(r, 1500));
@@ -138,7 +138,7 @@ describeEachDatabase('webhook workers as processes', (t) => {
     receiver.answer(() => ({ status: 200, body: 'ok' }));
     workers.push(...(await Promise.all([startWorkerProcess(t.db.url, ENV), startWorkerProcess(t.db.url, ENV)])));
     const auth = await t.newKey({ organization: 'two-workers' });
-    await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/shared`, triggerKey: 'checkin.created' }).expect(201);
+    const sub = (await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/shared`, triggerKey: 'checkin.created' }).expect(201)).body;
     const count = 60;
     await Promise.all(Array.from({ length: count }, (_, i) =>
       t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: `auth0|s${i}`, siteId: 's' }).expect(201)));
@@ -147,5 +147,8 @@ describeEachDatabase('webhook workers as processes', (t) => {
     const ids = receiver.received.filter((r) => r.path === '/shared').map((r) => r.headers['webhook-id']);
     expect(ids).toHaveLength(count);
     expect(new Set(ids).size).toBe(count);
+    // and each delivery counts its one attempt once
+    const deliveries = (await t.http.get(`${HOOKS}/${sub.id}/deliveries?limit=100`).set('Authorization', auth).expect(200)).body.data;
+    expect(deliveries.map((d: { status: string; attempts: number }) => [d.status, d.attempts])).toEqual(Array.from({ length: count }, () => ['succeeded', 1]));
   }, 60_000);
 }, ENV);

@@ -6100,7 +6100,7 @@ validate125.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false}
 
 exports.listIntegrationSubscriptionDeliveries_query = validate126;
 const schema91 = {"type":"object","additionalProperties":false,"properties":{"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":50},"cursor":{"type":"string","minLength":1,"maxLength":200}},"required":[]};
-const schema92 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: not attempted yet. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left (the schedule ended, or the target answered 410); retry it or replay its window."};
+const schema92 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: no attempt has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it). `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window."};
 
 function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

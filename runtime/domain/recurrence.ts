@@ -291,9 +291,8 @@ function fastForwardOrigin(rule: RecurrenceRule, start: number, walkFrom: number
  * ordinals'. A MONTHLY BYDAY of fifth weekdays only (5MO, -5FR) matches in the months that have
  * five of one of them, and the months an INTERVAL visits may have none before the year 9999,
  * where rrule stops looking: every fourth year's February from a year that is not a leap year
- * has 28 days (`noVisitedMonthHasAFifth`). New and
- * changed schedules refuse all three: the first two by their shape, the last because
- * `assertOccurs` finds no occurrence; a schedule stored before those checks answers nothing.
+ * has 28 days (`noVisitedMonthHasAFifth`). New and changed schedules refuse all three
+ * (`assertOccurs`, each with its reason); a schedule stored before those checks answers nothing.
  */
 export function neverMatches(rule: RecurrenceRule, start: number): boolean {
   if (rule.byDay === null) return false;

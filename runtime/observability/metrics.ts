@@ -43,7 +43,7 @@ export const metrics = {
   }),
   webhookAttempts: new Counter({
     name: 'webhook_delivery_attempts_total',
-    help: 'Webhook delivery attempts by outcome: succeeded, failed (retried later) or abandoned (410, or the whole retry schedule failed)',
+    help: 'Webhook delivery attempts by outcome: succeeded, failed (retried later) or abandoned (410, or the whole retry schedule failed); deliveries given up without an attempt (their event purged, their last attempt cut off) are not counted',
     labelNames: ['outcome'] as const,
     registers: [registry],
   }),

@@ -226,43 +226,61 @@ const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
 
 /**
  * Claims up to `limit` due deliveries for `leaseUntil` under `token`, and counts the attempt
- * each is claimed for: an attempt is counted when it starts, so one whose process died before
- * storing its outcome (the receiver may have had it) still counts. A delivery claimed again for
- * more than `maxAttempts` attempts — the schedule's last attempts all lost that way — is given
- * up (`abandoned`, with the reason) instead of being sent after every lease for ever. Run it inside a write
+ * each is claimed for: an attempt is counted when it starts, so one whose process stopped before
+ * storing its outcome (the receiver may have had it) still counts. Run it inside a write
  * transaction. On Postgres the candidates (four times `limit`, since workers claiming at the same
  * moment read the same ones) are then locked FOR UPDATE SKIP LOCKED, the longest due first, up to
  * `limit`: those another worker holds or has claimed meanwhile (no longer due once its lease was
  * written) are left out, so concurrent workers claim disjoint sets without waiting for each
- * other. SQLite has one writer at a time. A delivery whose event was purged is given up on the
- * way (below), and the claim goes on past it rather than answering nothing.
+ * other. SQLite has one writer at a time.
+ *
+ * Two kinds of due delivery are given up on the way (`abandoned`, with the reason) instead of
+ * claimed, and the claim goes on past them rather than answering nothing:
+ * - one whose event the retention purge removed (a replay of old events, mostly: a held delivery
+ *   is purged with its event): it can never be sent;
+ * - one whose last attempt of the schedule (`maxAttempts`) got no stored outcome: its lease ran
+ *   out with its token still set (storing an outcome, and a retry, clear the token). Sent again
+ *   it would be after every lease for ever if its sending process keeps stopping. Its token is
+ *   kept, so that the outcome of that attempt, should it still come (a process stalled past its
+ *   lease), is stored over the give-up.
  */
 export async function claimDueDeliveries(trx: Knex, now: string, limit: number, leaseUntil: string, token: string, maxAttempts: number): Promise<ClaimedDelivery[]> {
   for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-    const rows = await claimRows(trx, now, limit, leaseUntil, token);
+    const rows = await dueRows(trx, now, limit);
     if (rows === undefined) return [];
-    // a delivery whose event the retention purge removed (a replay of old events, mostly: a held
-    // delivery is purged with its event) can never be sent: given up now, with the reason, instead
-    // of being claimed again after every lease, ahead of the deliveries that can go out
-    const purged = rows.filter((r: any) => r.e_seq === null).map((r: any) => r.seq);
-    const exhausted = rows.filter((r: any) => r.e_seq !== null && Number(r.attempts) > maxAttempts).map((r: any) => r.seq);
-    for (const [seqs, excerpt] of [[purged, EVENT_PURGED], [exhausted, attemptsLost(maxAttempts)]] as const) {
-      if (!seqs.length) continue;
-      await trx('webhook_deliveries').whereIn('seq', seqs).update({
-        status: 'abandoned', attempts: trx.raw('attempts - 1'), next_attempt_at: null, lease_until: null, lease_token: null, last_response_excerpt: excerpt, updated_at: now,
+    const purged: number[] = [];
+    const lastLost: number[] = [];
+    const sendable: any[] = [];
+    for (const row of rows) {
+      if (row.e_seq === null) purged.push(row.seq);
+      else if (Number(row.attempts) >= maxAttempts && row.lease_token !== null) lastLost.push(row.seq);
+      else sendable.push(row);
+    }
+    if (purged.length) {
+      await trx('webhook_deliveries').whereIn('seq', purged).update({
+        status: 'abandoned', next_attempt_at: null, lease_until: null, lease_token: null, last_response_excerpt: EVENT_PURGED, updated_at: now,
       });
     }
-    const sendable = rows.filter((r: any) => r.e_seq !== null && Number(r.attempts) <= maxAttempts);
-    if (sendable.length || !(purged.length + exhausted.length)) return sendable.map(toClaimed);
+    if (lastLost.length) {
+      await trx('webhook_deliveries').whereIn('seq', lastLost).update({ status: 'abandoned', next_attempt_at: null, last_response_excerpt: LAST_ATTEMPT_LOST, updated_at: now });
+    }
+    if (sendable.length) {
+      await trx('webhook_deliveries').whereIn('seq', sendable.map((r) => r.seq)).update({ lease_until: leaseUntil, lease_token: token, attempts: trx.raw('attempts + 1') });
+      return sendable.map((r) => toClaimed({ ...r, attempts: Number(r.attempts) + 1, lease_until: leaseUntil, lease_token: token }));
+    }
+    if (!purged.length && !lastLost.length) return [];
   }
   return [];
 }
 
-/** Rounds of one claim that may each find only deliveries whose event was purged. */
+/** Rounds of one claim that may each find only deliveries to give up. */
 const MAX_CLAIM_ROUNDS = 8;
 
-/** Leases up to `limit` due deliveries and reads them with their event (null when purged) and subscription; undefined when none is due. */
-async function claimRows(trx: Knex, now: string, limit: number, leaseUntil: string, token: string): Promise<any[] | undefined> {
+/**
+ * Up to `limit` due deliveries (locked on Postgres) with their event (null when purged) and
+ * subscription, as they are before the claim; undefined when none is due.
+ */
+async function dueRows(trx: Knex, now: string, limit: number): Promise<any[] | undefined> {
   const postgres = dialectOf(trx) === 'postgres';
   let seqs = await dueSeqs(trx, now, postgres ? limit * 4 : limit);
   if (seqs.length && postgres) {
@@ -279,7 +297,6 @@ async function claimRows(trx: Knex, now: string, limit: number, leaseUntil: stri
     seqs = locked.map((r) => r.seq);
   }
   if (!seqs.length) return undefined;
-  await trx('webhook_deliveries').whereIn('seq', seqs).update({ lease_until: leaseUntil, lease_token: token, attempts: trx.raw('attempts + 1') });
   return trx('webhook_deliveries as d')
     .leftJoin('events as e', 'e.id', 'd.event_id')
     .join('webhook_subscriptions as s', 's.id', 'd.subscription_id')
@@ -312,11 +329,8 @@ function toClaimed(r: any): ClaimedDelivery {
 /** What a delivery given up because its event was purged shows as its last error. */
 export const EVENT_PURGED = 'not sent: the event is older than the event retention and was purged';
 
-/** What a delivery given up because its last attempts got no outcome shows as its last error. */
-export function attemptsLost(maxAttempts: number): string {
-  return `not sent again: no outcome was stored for its last attempts (the process sending them stopped) and all ${maxAttempts} attempts of the retry schedule are used`;
-}
-
+/** What a delivery given up because its last attempt got no stored outcome shows as its last error. */
+export const LAST_ATTEMPT_LOST = 'not sent again: the last attempt of its retry schedule got no stored outcome (the process sending it stopped, or stalled past its lease)';
 /** Deliveries created before the events' retention: their events are purged (or about to be), so they can never be sent. */
 export async function deleteDeliveriesBefore(db: Knex, createdBefore: string, batch: number): Promise<number> {
   const orphans = db('webhook_deliveries').select('seq').where('created_at', '<', createdBefore).limit(batch);

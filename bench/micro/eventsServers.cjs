@@ -11,7 +11,9 @@
 // them with `node bench/micro/profileDiff.cjs dir/with/<main thread's file> dir/without/<…>`).
 // UNKEYED=1 sends the writes without an Idempotency-Key. THREADS=1 also prints each server's CPU
 // per request over all rounds, user and system, for its main thread and for its other threads
-// together (from /proc/<pid>/task).
+// together (from /proc/<pid>/task). IO=1 prints each server's writes per request over all rounds:
+// write calls and bytes (from /proc/<pid>/io: the WAL's frames, the checkpoint's copies into the
+// database file, and the HTTP answers).
 // MICRO_POSTGRES_URL=postgres://… runs both servers on a fresh schema of that Postgres database
 // instead, and prints the postgres processes' CPU per request of each phase too. PRELOAD=file
 // preloads a module into the server with events (to try a change there without a build).
@@ -36,6 +38,12 @@ function threadCpuMs(pid) {
     into.system += Number(fields[12]) * TICK_MS;
   }
   return out;
+}
+
+/** A process's write calls and bytes written so far (all its threads, files and sockets). */
+function writesOf(pid) {
+  const io = Object.fromEntries(fs.readFileSync(`/proc/${pid}/io`, 'utf8').trim().split('\n').map((line) => line.split(': ')));
+  return { calls: Number(io.syscw), bytes: Number(io.wchar) };
 }
 
 /** Runs one statement on its own connection. */
@@ -73,16 +81,20 @@ async function adminQuery(url, sql) {
   await run(port + 1, 3);
   const ratios = { rps: [], cpu: [] };
   const threads = { 'with events': { requests: 0, main: { user: 0, system: 0 }, others: { user: 0, system: 0 } }, 'without events': { requests: 0, main: { user: 0, system: 0 }, others: { user: 0, system: 0 } } };
+  const writes = { 'with events': { calls: 0, bytes: 0 }, 'without events': { calls: 0, bytes: 0 } };
   for (let round = 0; round < ROUNDS; round++) {
     const phase = {};
     for (const [name, p, proc] of [['with events', port, withEvents.server], ['without events', port + 1, without.server]]) {
       const before = cpuMs(proc.pid);
       const threadsBefore = threadCpuMs(proc.pid);
+      const writesBefore = writesOf(proc.pid);
       const postgresBefore = postgres ? postgresMs() : 0;
       const r = await run(p, 5);
       const postgresCpu = postgres ? ((postgresMs() - postgresBefore) * 1000) / r.requests.total : undefined;
       const threadsAfter = threadCpuMs(proc.pid);
       threads[name].requests += r.requests.total;
+      const writesAfter = writesOf(proc.pid);
+      for (const kind of ['calls', 'bytes']) writes[name][kind] += writesAfter[kind] - writesBefore[kind];
       for (const part of ['main', 'others']) for (const kind of ['user', 'system']) threads[name][part][kind] += threadsAfter[part][kind] - threadsBefore[part][kind];
       if (r.non2xx) throw new Error(`${r.non2xx} non-2xx answers`);
       phase[name] = { rps: r.requests.average, cpu: ((cpuMs(proc.pid) - before) * 1000) / r.requests.total };
@@ -101,6 +113,12 @@ async function adminQuery(url, sql) {
     for (const [name, t] of Object.entries(threads)) {
       const per = (ms) => ((ms * 1000) / t.requests).toFixed(1);
       console.log(`${name}: main thread ${per(t.main.user)} + ${per(t.main.system)} µs, other threads ${per(t.others.user)} + ${per(t.others.system)} µs CPU per request (user + system)`);
+    }
+  }
+  if (process.env.IO) {
+    for (const [name, w] of Object.entries(writes)) {
+      const requests = threads[name].requests;
+      console.log(`${name}: ${(w.calls / requests).toFixed(2)} write calls and ${(w.bytes / requests / 1024).toFixed(1)} KB written per request`);
     }
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

@@ -272,7 +272,7 @@ describe('occurrencesOf starts its walk near the window (docs/inspection-runs.md
         // never matches (see neverMatches) and the reference walks to the year 9999
         const startDay = ['SU', 'MO', 'TU', 'WE', 'TH', 'FR', 'SA'][new Date(start).getUTCDay()];
         if (freq === 'DAILY' && interval % 7 === 0 && chosen.length && !chosen.includes(startDay)) chosen.push(startDay);
-        // all ordinal or all plain: a mix never occurs (see neverOccurs), and rrule's walk to
+        // all ordinal or all plain: a mix is refused (see assertOccurs), and rrule's walk to
         // the year 9999 would make this test slow for nothing
         const ordinal = freq === 'MONTHLY' && random() < 0.5;
         if (chosen.length) parts.push(`BYDAY=${chosen.map((d) => (ordinal ? `${pick([1, 2, 4, 5, -1, -2])}${d}` : d)).join(',')}`);

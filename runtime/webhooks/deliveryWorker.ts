@@ -118,10 +118,9 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
     allowPrivate: settings.webhookAllowPrivateTargets,
   });
   const finishedAt = new Date().toISOString();
-  // counted when the delivery was claimed for this attempt (claimDueDeliveries)
+  // this attempt was counted when the delivery was claimed for it (claimDueDeliveries)
   const attempts = delivery.attempts;
   const common: Partial<WebhookDeliveryRow> = {
-    attempts,
     last_response_status: outcome.status,
     last_response_excerpt: outcome.excerpt,
     last_attempt_at: finishedAt,

@@ -204,7 +204,7 @@ export interface paths {
         };
         /**
          * Walk the change feed
-         * @description The organization's events, oldest first (by `sequence`, which increases in commit order). Every create, update and delete of a resource (sites, user profiles, check-ins, logs, sensor readings, assets, issues, templates, runs, schedules) records one event in the same transaction as the change, with `data` the resource as `GET` answers it afterwards. An update that changes no field (other than `updatedAt`) records none. A check-in that moves a user profile's last location also records `user.updated` for the profile, right after the check-in's own event. A batch of sensor readings records one `sensor_readings.ingested` with the readings it stored, and none when every reading was a duplicate. Webhook subscriptions are configuration and record no events. A walk that passes each page's `nextCursor` back as `after` never skips or repeats an event, also while events are being recorded; keep the last `nextCursor` to resume later. Events are kept `EVENTS_RETENTION_DAYS` (30 by default): a cursor older than that answers 410 `CURSOR_EXPIRED` — resynchronise (list the resources) and start a new walk. A cursor is as old as the event it follows, except at the end of the feed, where it is five minutes older than the read that issued it (an allowance for writes in flight and clock skew): a consumer that polls keeps a fresh cursor however quiet its feed (or filter) is. A filtered walk's cursor is meant for the same filter. Filters combine with AND.
+         * @description The organization's events, oldest first (by `sequence`, which increases in commit order). Every create, update and delete of a resource (sites, user profiles, check-ins, logs, sensor readings, assets, issues, templates, runs, schedules) records one event in the same transaction as the change, with `data` the resource as `GET` answers it afterwards. An update that changes no field (other than `updatedAt`) records none. A check-in that moves a user profile's last location also records `user.updated` for the profile, right after the check-in's own event. A batch of sensor readings records one `sensor_readings.ingested` with the readings it stored, and none when every reading was a duplicate. Webhook subscriptions are configuration and record no events. A walk that passes each page's `nextCursor` back as `after` never skips or repeats an event, also while events are being recorded; keep the last `nextCursor` to resume later, or resume after an event you know by its id (`afterEvent`, e.g. the last webhook delivery you processed). Events are kept `EVENTS_RETENTION_DAYS` (30 by default): a cursor older than that answers 410 `CURSOR_EXPIRED` — resynchronise (list the resources) and start a new walk. A cursor is as old as the event it follows, except at the end of the feed, where it is five minutes older than the read that issued it (an allowance for writes in flight and clock skew): a consumer that polls keeps a fresh cursor however quiet its feed (or filter) is. A filtered walk's cursor is meant for the same filter. Filters combine with AND.
          */
         get: operations["listEvents"];
         put?: never;
@@ -3706,6 +3706,11 @@ export interface operations {
                 resourceId?: string;
                 /** @description The `nextCursor` of the previous page (opaque); the page starts after it. */
                 after?: string;
+                /**
+                 * @description The id of an event; the page starts right after it. For a webhook receiver catching up after an outage: pass the `webhook-id` (the event `id`) of an event before which it missed nothing — typically the last delivery before the outage — and its subscription's event types as `types`, then follow `nextCursor` with the same `types`. Events it already received come again; it drops them by `webhook-id`, as it does retries. An id that is not one of the organization's events answers 400 `VALIDATION_ERROR`; one older than the retention answers 410 `CURSOR_EXPIRED`, as an old cursor does. Not together with `after`.
+                 * @example evt_5c8k1m3q6t9w2x4z7b0d3f6h
+                 */
+                afterEvent?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
             };
@@ -3752,7 +3757,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
-            /** @description The cursor points before the retention (`CURSOR_EXPIRED`); events after it may have been purged. Resynchronise and start a new walk. */
+            /** @description The cursor, or the event `afterEvent` names, is older than the retention (`CURSOR_EXPIRED`); events after it may have been purged. Resynchronise and start a new walk. */
             410: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];

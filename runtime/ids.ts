@@ -65,3 +65,19 @@ export function newIdBatch(prefix: string, count: number): string[] {
   const shared = `${prefix}_${timeChars()}`;
   return Array.from({ length: count }, () => shared + randomChars(RANDOM_CHARS));
 }
+
+/**
+ * When the id of this prefix was made (milliseconds since the epoch), read from its time
+ * characters; undefined when `id` does not have newId's shape. Only the server reads it (to tell
+ * an id older than a retention from one that never existed); clients treat ids as opaque.
+ */
+export function idCreatedAt(id: string, prefix: string): number | undefined {
+  if (id.length !== prefix.length + 1 + ID_CHARS || !id.startsWith(`${prefix}_`)) return undefined;
+  let ms = 0;
+  for (let i = 0; i < ID_CHARS; i++) {
+    const digit = ALPHABET.indexOf(id[prefix.length + 1 + i]);
+    if (digit < 0) return undefined;
+    if (i < TIME_CHARS) ms = ms * 32 + digit;
+  }
+  return ms;
+}

@@ -104,6 +104,61 @@ describeEachDatabase('the change feed', (t) => {
     expect(malformed.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/after', message: 'is not a cursor issued by this API' }] }));
   });
 
+  it('resumes after an event known by its id (afterEvent): what a webhook receiver knows after an outage', async () => {
+    const auth = await t.newKey({ organization: 'feed-after-event' });
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) ids.push((await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: `auth0|ae${i}`, siteId: 's' }).expect(201)).body.id);
+    await t.http.patch(`/v1/checkins/${ids[1]}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    await t.http.patch(`/v1/checkins/${ids[3]}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    const all = (await feed(auth, '?limit=100')).data;
+    expect(all).toHaveLength(6);
+
+    // the page after an event is the rest of the feed, exactly; then nextCursor walks on
+    const rest = await feed(auth, `?afterEvent=${all[1].id}&limit=3`);
+    expect(rest.data).toEqual(all.slice(2, 5));
+    expect((await feed(auth, `?after=${rest.nextCursor}`)).data).toEqual(all.slice(5));
+    // with the subscription's types, as a receiver of only those would ask
+    expect((await feed(auth, `?afterEvent=${all[2].id}&types=checkin.activated`)).data).toEqual([all[4], all[5]]);
+    expect((await feed(auth, `?afterEvent=${all[4].id}&types=checkin.created`)).data).toEqual([]);
+    // after the last event: nothing yet, and the cursor picks up what comes next
+    const end = await feed(auth, `?afterEvent=${all[5].id}`);
+    expect(end.data).toEqual([]);
+    await t.http.patch(`/v1/checkins/${ids[0]}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    expect((await feed(auth, `?after=${end.nextCursor}`)).data.map((e: any) => [e.type, e.data.id])).toEqual([['checkin.activated', ids[0]]]);
+
+    // an id that is not one of this organization's events is refused, never walked from a guess
+    const stranger = await t.newKey({ organization: 'feed-after-event-stranger' });
+    for (const [key, id] of [[stranger, all[1].id], [auth, newId('evt')], [auth, 'evt_nonsense'], [auth, ids[0]]]) {
+      const refused = await t.http.get('/v1/events').query({ afterEvent: id }).set('Authorization', key).expect(400);
+      expect(refused.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/afterEvent', message: 'is not the id of an event of this organization' }] }));
+    }
+    const both = await t.http.get('/v1/events').query({ afterEvent: all[1].id, after: rest.nextCursor }).set('Authorization', auth).expect(400);
+    expect(both.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/afterEvent', message: 'cannot be combined with after' }] }));
+  });
+
+  it('answers 410 CURSOR_EXPIRED for afterEvent naming an event older than the retention, purged or not yet', async () => {
+    const auth = await t.newKey({ organization: 'feed-after-event-expired' });
+    const orgId = await orgIdOf('feed-after-event-expired');
+    const now = Date.now();
+    const made = (msAgo: number) => {
+      const clock = jest.spyOn(Date, 'now').mockReturnValue(now - msAgo);
+      try {
+        return newId('evt');
+      } finally {
+        clock.mockRestore();
+      }
+    };
+    // purged: no such event any more, and its id says it was made 31 days ago
+    const purged = await t.http.get('/v1/events').query({ afterEvent: made(31 * 86_400_000) }).set('Authorization', auth).expect(410);
+    expect(purged.body).toEqual(anError('CURSOR_EXPIRED'));
+    // an unknown id made within the retention is not taken for a purged one
+    await t.http.get('/v1/events').query({ afterEvent: made(29 * 86_400_000) }).set('Authorization', auth).expect(400);
+    // still stored, but older than the retention: the purge may have taken what followed it
+    const id = made(40 * 86_400_000);
+    await t.db.knex('events').insert({ id, org_id: orgId, type: 'site.created', resource_id: 'site_x', data: JSON.stringify({ id: 'site_x' }), changed_fields: null, occurred_at: new Date(now - 40 * 86_400_000).toISOString() });
+    expect((await t.http.get('/v1/events').query({ afterEvent: id }).set('Authorization', auth).expect(410)).body).toEqual(anError('CURSOR_EXPIRED'));
+  });
+
   it('answers 410 CURSOR_EXPIRED for a cursor older than the retention, and purges old events in batches', async () => {
     const auth = await t.newKey({ organization: 'feed-retention' });
     const orgId = await orgIdOf('feed-retention');

@@ -1,4 +1,4 @@
-import { newId, newIdBatch } from '../runtime/ids';
+import { idCreatedAt, newId, newIdBatch } from '../runtime/ids';
 import { describeEachDatabase } from './support/testApp';
 
 // Ids (runtime/ids.ts; docs/architecture.md, "Representation"): a prefix, then 24 base32
@@ -32,6 +32,16 @@ describe('ids', () => {
     const ids = Array.from({ length: 20_000 }, () => newId('chk'));
     expect(new Set(ids).size).toBe(ids.length);
     expect(new Set(ids.map((id) => id.slice(0, 14))).size).toBe(1);
+  });
+
+  it('tell the server when they were made (idCreatedAt), and nothing for what is not an id of that prefix', () => {
+    jest.spyOn(Date, 'now').mockReturnValue(Date.UTC(2026, 9, 1, 8, 30, 0, 7));
+    const id = newId('evt');
+    expect(idCreatedAt(id, 'evt')).toBe(Date.UTC(2026, 9, 1, 8, 30, 0, 7));
+    expect(idCreatedAt(id, 'log')).toBeUndefined();
+    for (const bad of ['evt_', `${id}0`, id.slice(0, -1), `${id.slice(0, -1)}u`, `evt-${id.slice(4)}`, `EVT_${id.slice(4)}`, `evt_${id.slice(4).toUpperCase()}`]) {
+      expect(idCreatedAt(bad, 'evt')).toBeUndefined();
+    }
   });
 
   it('of a batch share their time and are distinct', () => {

@@ -167,6 +167,46 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(res.body).toMatchObject({ status: 'disabled', disabledReason: 'failing' });
   });
 
+  it('a receiver down past the whole schedule catches up from the feed after the last webhook-id it processed, losing nothing', async () => {
+    const types = ['checkin.created', 'checkin.activated'];
+    const { auth, subscription } = await setup('/outage', types);
+    let down = false;
+    receiver.answer((req) => (req.path === '/outage' && down ? { status: 500, body: 'down' } : { status: 200, body: 'ok' }));
+    const processed: string[] = []; // what the receiver stored, by webhook-id
+    const first = await checkin(auth, 'auth0|before');
+    const [request] = await receiver.waitFor(1, { path: '/outage' });
+    processed.push((new Webhook(subscription.secret).verify(request.body, request.headers) as { id: string }).id);
+    await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+
+    down = true;
+    const during = [await checkin(auth, 'auth0|during-1'), await checkin(auth, 'auth0|during-2')];
+    await t.http.patch(`/v1/checkins/${first.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Not subscribed to' }).expect(201);
+    // the first delivery to fail its whole schedule disables the subscription; the others wait, listed
+    await deliveriesWhen(auth, subscription.id, (l) => l.some((d) => d.status === 'abandoned'));
+    expect((await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body).toMatchObject({ status: 'disabled', disabledReason: 'failing' });
+    const undelivered = (await deliveries(auth, subscription.id)).filter((d: any) => d.status !== 'succeeded');
+    expect(undelivered).toHaveLength(3);
+
+    // back up: walk the feed from the last event processed, with the subscription's types
+    const caughtUp: any[] = [];
+    const filter = `types=${types.join(',')}&limit=2`; // a filtered walk's cursor is followed with the same filter
+    let query = `${filter}&afterEvent=${processed[processed.length - 1]}`;
+    for (let page = 0; page < 10; page++) {
+      const body = (await t.http.get(`/v1/events?${query}`).set('Authorization', auth).expect(200)).body;
+      if (!body.data.length) break;
+      caughtUp.push(...body.data);
+      query = `${filter}&after=${body.nextCursor}`;
+    }
+    expect(caughtUp.map((e) => [e.type, e.data.id])).toEqual([
+      ['checkin.created', during[0].id], ['checkin.created', during[1].id], ['checkin.activated', first.id],
+    ]);
+    expect(caughtUp.map((e) => e.id).sort()).toEqual(undelivered.map((d: any) => d.eventId).sort());
+    // nothing lost: what arrived plus what the walk brought is every event of those types
+    const everything = (await t.http.get(`/v1/events?types=${types.join(',')}&limit=100`).set('Authorization', auth).expect(200)).body.data;
+    expect([...processed, ...caughtUp.map((e) => e.id)]).toEqual(everything.map((e: any) => e.id));
+  });
+
   it('keeps a subscription active when one delivery fails its whole schedule while another succeeded; lists the failing one as failed with its next attempt meanwhile', async () => {
     const { auth, subscription } = await setup('/mixed', 'checkin.created');
     receiver.answer((req) => (req.path === '/mixed' && JSON.parse(req.body).data.userId === 'auth0|refused' ? { status: 500, body: 'no' } : { status: 200, body: 'ok' }));

@@ -5362,7 +5362,7 @@ return errors === 0;
 validate121.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.listEvents_query = validate122;
-const schema87 = {"type":"object","additionalProperties":false,"properties":{"types":{"type":"string","minLength":1,"maxLength":2000,"pattern":"^[a-z_]+\\.[a-z_]+(,[a-z_]+\\.[a-z_]+)*$"},"resourceId":{"type":"string","minLength":1,"maxLength":64},"after":{"type":"string","minLength":1,"maxLength":200},"limit":{"type":"integer","minimum":1,"maximum":500,"default":50}},"required":[]};
+const schema87 = {"type":"object","additionalProperties":false,"properties":{"types":{"type":"string","minLength":1,"maxLength":2000,"pattern":"^[a-z_]+\\.[a-z_]+(,[a-z_]+\\.[a-z_]+)*$"},"resourceId":{"type":"string","minLength":1,"maxLength":64},"after":{"type":"string","minLength":1,"maxLength":200},"afterEvent":{"type":"string","minLength":1,"maxLength":64},"limit":{"type":"integer","minimum":1,"maximum":500,"default":50}},"required":[]};
 const pattern24 = new RegExp("^[a-z_]+\\.[a-z_]+(,[a-z_]+\\.[a-z_]+)*$", "u");
 
 function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -5380,7 +5380,7 @@ if(data.limit === undefined){
 data.limit = 50;
 }
 for(const key0 in data){
-if(!((((key0 === "types") || (key0 === "resourceId")) || (key0 === "after")) || (key0 === "limit"))){
+if(!(((((key0 === "types") || (key0 === "resourceId")) || (key0 === "after")) || (key0 === "afterEvent")) || (key0 === "limit"))){
 const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err0];
@@ -5581,24 +5581,27 @@ errors++;
 }
 }
 }
-let data3 = data.limit;
-if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+if(data.afterEvent !== undefined){
+let data3 = data.afterEvent;
+if(typeof data3 !== "string"){
 let dataType3 = typeof data3;
 let coerced3 = undefined;
 if(dataType3 == 'object' && Array.isArray(data3) && data3.length == 1){
 data3 = data3[0];
 dataType3 = typeof data3;
-if(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3))){
+if(typeof data3 === "string"){
 coerced3 = data3;
 }
 }
 if(!(coerced3 !== undefined)){
-if(dataType3 === "boolean" || data3 === null
-              || (dataType3 === "string" && data3 && data3 == +data3 && !(data3 % 1))){
-coerced3 = +data3;
+if(dataType3 == "number" || dataType3 == "boolean"){
+coerced3 = "" + data3;
+}
+else if(data3 === null){
+coerced3 = "";
 }
 else {
-const err11 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err11 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -5611,13 +5614,13 @@ errors++;
 if(coerced3 !== undefined){
 data3 = coerced3;
 if(data !== undefined){
-data["limit"] = coerced3;
+data["afterEvent"] = coerced3;
 }
 }
 }
-if((typeof data3 == "number") && (isFinite(data3))){
-if(data3 > 500 || isNaN(data3)){
-const err12 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 500},message:"must be <= 500"};
+if(typeof data3 === "string"){
+if(func1(data3) > 64){
+const err12 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -5626,8 +5629,8 @@ vErrors.push(err12);
 }
 errors++;
 }
-if(data3 < 1 || isNaN(data3)){
-const err13 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(func1(data3) < 1){
+const err13 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -5638,13 +5641,70 @@ errors++;
 }
 }
 }
+let data4 = data.limit;
+if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
+let dataType4 = typeof data4;
+let coerced4 = undefined;
+if(dataType4 == 'object' && Array.isArray(data4) && data4.length == 1){
+data4 = data4[0];
+dataType4 = typeof data4;
+if(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4))){
+coerced4 = data4;
+}
+}
+if(!(coerced4 !== undefined)){
+if(dataType4 === "boolean" || data4 === null
+              || (dataType4 === "string" && data4 && data4 == +data4 && !(data4 % 1))){
+coerced4 = +data4;
+}
 else {
-const err14 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err14 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err14];
 }
 else {
 vErrors.push(err14);
+}
+errors++;
+}
+}
+if(coerced4 !== undefined){
+data4 = coerced4;
+if(data !== undefined){
+data["limit"] = coerced4;
+}
+}
+}
+if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 500 || isNaN(data4)){
+const err15 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 500},message:"must be <= 500"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+if(data4 < 1 || isNaN(data4)){
+const err16 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+else {
+const err17 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
 }
 errors++;
 }

@@ -1,12 +1,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import { Knex } from 'knex';
-import { newId } from '../ids';
+import { idCreatedAt, newId } from '../ids';
 import { nowIso } from '../time';
 import type { components } from '../../generated/types';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { committedReads } from '../storage/committedReads';
 import { ApiError, validationError } from '../errors';
-import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, highestEventSeq, listEvents } from '../storage/repositories/eventsRepository';
+import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, type FeedPosition, findEvent, highestEventSeq, listEvents } from '../storage/repositories/eventsRepository';
 import { deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
 import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
 import type { PurgeOptions } from '../periodic';
@@ -133,6 +133,8 @@ export interface FeedRequest {
   types?: string;
   resourceId?: string;
   after?: string;
+  /** The id of an event to start after: what a webhook receiver knows (its `webhook-id`). */
+  afterEvent?: string;
   limit: number;
 }
 
@@ -147,16 +149,21 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
   if (unknown.length) {
     throw validationError(`Unknown event type ${unknown.join(', ')}`, [{ path: '/query/types', message: `unknown event type ${unknown.join(', ')}; known: ${EVENT_TYPES.join(', ')}` }]);
   }
-  const after = request.after === undefined ? undefined : decodeFeedCursorOrThrow(request.after);
+  if (request.after !== undefined && request.afterEvent !== undefined) {
+    throw validationError('Pass either after (a cursor) or afterEvent (an event id), not both', [{ path: '/query/afterEvent', message: 'cannot be combined with after' }]);
+  }
+  const reads = committedReads(db); // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
+  const after = request.after !== undefined
+    ? decodeFeedCursorOrThrow(request.after)
+    : request.afterEvent !== undefined ? await positionOfEvent(reads, orgId, request.afterEvent, retentionDays) : undefined;
   if (after && Date.parse(after.occurredAt) < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
-    throw new ApiError('CURSOR_EXPIRED', `The cursor is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
+    throw new ApiError('CURSOR_EXPIRED', `The ${request.after !== undefined ? 'cursor' : 'event afterEvent names'} is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
   }
   // Both taken before the page is read. Every event committed after it occurred after `readAt`,
   // less the time a write is in flight and the skew between this host's clock and the one that
   // stamps events (the database's, on Postgres): END_CURSOR_ALLOWANCE_MS covers both. And every
   // event up to `highest` is committed (an organization's events commit in `seq` order).
   const readAt = new Date(Date.now() - END_CURSOR_ALLOWANCE_MS).toISOString();
-  const reads = committedReads(db); // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
   const filtered = types !== undefined || request.resourceId !== undefined;
   const highest = filtered ? await highestEventSeq(reads, orgId) : 0;
   const page = await listEvents(reads, orgId, { types, resourceId: request.resourceId }, request.limit, after);
@@ -178,6 +185,23 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
  * to stay under CURSOR_EXPIRY_MARGIN_MS.
  */
 const END_CURSOR_ALLOWANCE_MS = 5 * 60_000;
+
+/**
+ * Where a walk that starts after the event `id` begins: that event's place in the feed. A
+ * webhook receiver knows the id of the last event it processed (`webhook-id`), not a cursor, so
+ * after an outage it resumes from there. An id that is not found is either purged (its time,
+ * which the id carries, is older than the retention: 410, as for an old cursor) or not an event
+ * of this organization (400: a walk from a wrong place would skip or repeat events).
+ */
+async function positionOfEvent(reads: Knex, orgId: string, id: string, retentionDays: number): Promise<FeedPosition> {
+  const event = await findEvent(reads, orgId, id);
+  if (event) return { seq: event.sequence, occurredAt: event.occurredAt };
+  const made = idCreatedAt(id, 'evt');
+  if (made !== undefined && made < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
+    throw new ApiError('CURSOR_EXPIRED', `The event afterEvent names is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
+  }
+  throw validationError(`afterEvent names no event of this organization: ${id}`, [{ path: '/query/afterEvent', message: 'is not the id of an event of this organization' }]);
+}
 
 function decodeFeedCursorOrThrow(cursor: string) {
   try {

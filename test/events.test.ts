@@ -277,7 +277,15 @@ describeEachDatabase('the change feed', (t) => {
     // that one connection, as every statement of the process does while a transaction holds it.
     await t.newKey({ organization: 'feed-open-write' });
     const orgId = await orgIdOf('feed-open-write');
-    const within = <T>(promise: Promise<T>) => Promise.race([promise, sleep(3000).then(() => { throw new Error('the read waited for the open write'); })]);
+    const within = async <T>(promise: Promise<T>) => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('the read waited for the open write')), 3000); });
+      try {
+        return await Promise.race([promise, late]);
+      } finally {
+        clearTimeout(timer); // a timer left running would hold the test worker after the file ends
+      }
+    };
     const trx = await beginWriteTransaction(t.db.knex);
     try {
       const openId = await recordEvent(trx.knex, orgId, { type: 'site.created', data: { id: 'site_stillopen', name: 'Open' } });

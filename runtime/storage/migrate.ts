@@ -40,3 +40,15 @@ export async function pendingMigrations(db: Knex): Promise<string[]> {
   const [, pending] = await db.migrate.list({ migrationSource });
   return (pending as { file?: string }[]).map((m) => (typeof m === 'string' ? m : String(m.file ?? m)));
 }
+
+/**
+ * Applies pending migrations one at a time up to and including `name`: for checking one
+ * migration against the schema and data of the one before it (its tests), never for serving.
+ */
+export async function migrateUpTo(db: Knex, name: string): Promise<void> {
+  const names = await migrationSource.getMigrations([]);
+  if (!names.includes(name)) throw new Error(`no migration named ${name}`);
+  while (!(await pendingMigrations(db)).every((pending) => pending > name)) {
+    await db.migrate.up({ migrationSource });
+  }
+}

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { describeEachDatabase } from './support/testApp';
-import { anyDeliveryDue, claimDueDeliveries, finishAttempt, LAST_ATTEMPT_LOST } from '../runtime/storage/repositories/webhookDeliveriesRepository';
+import { anyDeliveryDue, finishAttempt } from '../runtime/storage/repositories/webhookDeliveriesRepository';
+import { claimDueDeliveries, LAST_ATTEMPT_LOST } from '../runtime/webhooks/deliveryClaims';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { statementsSent, type SentStatement } from './support/sentStatements';
 
@@ -79,8 +80,9 @@ describeEachDatabase('the delivery poll', (t) => {
       attempts: 0, next_attempt_at: later, created_at: later, updated_at: later,
     });
     // four at a time: three rounds of given-up deliveries before the sendable one, in one claim
-    const claimed = await inWriteTransaction(k, (trx) => claimDueDeliveries(trx, now, 4, new Date(Date.now() + 60_000).toISOString(), 'token', 8));
+    const { claimed, givenUp } = await inWriteTransaction(k, (trx) => claimDueDeliveries(trx, now, 4, new Date(Date.now() + 60_000).toISOString(), 'token', 8));
     expect(claimed.map((c) => c.delivery.id)).toEqual(['whd_poll_live']);
+    expect(givenUp).toEqual({ event_purged: 10, last_attempt_lost: 0 });
     const given = await k('webhook_deliveries').where({ status: 'abandoned' }).pluck('subscription_id');
     expect(given).toHaveLength(10);
     expect(new Set(given)).toEqual(new Set(['whs_active']));
@@ -102,7 +104,8 @@ describeEachDatabase('the delivery poll', (t) => {
         next_attempt_at: past, lease_until: state.lease_token && expired, created_at: past, updated_at: past, ...state,
       });
     }
-    const claimed = await inWriteTransaction(k, (trx) => claimDueDeliveries(trx, now, 4, new Date(Date.now() + 60_000).toISOString(), 'new', 8));
+    const { claimed, givenUp } = await inWriteTransaction(k, (trx) => claimDueDeliveries(trx, now, 4, new Date(Date.now() + 60_000).toISOString(), 'new', 8));
+    expect(givenUp).toEqual({ event_purged: 0, last_attempt_lost: 1 });
     expect(claimed.map((c) => [c.delivery.id, c.delivery.attempts, c.delivery.lease_token]).sort()).toEqual([['whd_bound_seventh', 8, 'new'], ['whd_bound_shortened', 9, 'new']]);
     const stored = async (id: string) => k('webhook_deliveries').where({ id }).first('status', 'attempts', 'lease_token', 'next_attempt_at', 'last_response_excerpt');
     expect(await stored('whd_bound_seventh')).toMatchObject({ attempts: 8, lease_token: 'new' });

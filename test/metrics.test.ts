@@ -105,4 +105,25 @@ describeEachDatabase('GET /metrics: webhook deliveries', (t) => {
     }
     expect(counted).toEqual({ failed: before.failed + 1, abandoned: before.abandoned + 1 });
   });
+
+  it('counts a delivery given up when it came due, by reason (its event purged)', async () => {
+    const givenUp = /^webhook_deliveries_given_up_total\{reason="event_purged"\} (\d+)$/m;
+    const before = await metric(givenUp);
+    const subscription = (await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/purged`, eventTypes: ['site.deleted'] }).expect(201)).body;
+    const { org_id: orgId } = await t.db.knex('webhook_subscriptions').where({ id: subscription.id }).first('org_id');
+    const past = new Date(Date.now() - 60_000).toISOString();
+    // due, and its event is not there (as when the retention purged it before the delivery went out)
+    await t.db.knex('webhook_deliveries').insert({
+      id: 'whd_metric_purged', org_id: orgId, subscription_id: subscription.id, event_id: 'evt_metric_purged', event_type: 'site.deleted', status: 'pending',
+      attempts: 0, next_attempt_at: past, created_at: past, updated_at: past,
+    });
+    let counted = before;
+    for (let i = 0; i < 100 && counted === before; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      counted = await metric(givenUp);
+    }
+    expect(counted).toBe(before + 1);
+    expect(await t.db.knex('webhook_deliveries').where({ id: 'whd_metric_purged' }).first('status')).toEqual({ status: 'abandoned' });
+    expect(receiver.received.filter((r) => r.path === '/purged')).toEqual([]);
+  });
 }, { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_RETRY_SCHEDULE: '0,1' });

@@ -43,8 +43,14 @@ export const metrics = {
   }),
   webhookAttempts: new Counter({
     name: 'webhook_delivery_attempts_total',
-    help: 'Webhook delivery attempts by outcome: succeeded, failed (retried later) or abandoned (410, or the whole retry schedule failed); deliveries given up without an attempt (their event purged, their last attempt cut off) are not counted',
+    help: 'Webhook delivery attempts by outcome: succeeded, failed (retried later) or abandoned (410, or the whole retry schedule failed); deliveries given up without an outcome are counted in webhook_deliveries_given_up_total',
     labelNames: ['outcome'] as const,
+    registers: [registry],
+  }),
+  webhookGivenUp: new Counter({
+    name: 'webhook_deliveries_given_up_total',
+    help: 'Webhook deliveries abandoned when they were due instead of being sent, by reason: event_purged (the retention removed the event first) or last_attempt_lost (the last attempt of the schedule got no stored outcome: its process stopped or stalled past its lease)',
+    labelNames: ['reason'] as const,
     registers: [registry],
   }),
   rateLimited: new Counter({

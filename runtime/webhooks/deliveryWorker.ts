@@ -5,7 +5,8 @@ import type { Config } from '../config';
 import { toDeliveredEvent } from '../domain/events';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { toEvent } from '../storage/repositories/eventsRepository';
-import { anyDeliveryDue, claimDueDeliveries, ClaimedDelivery, finishAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
+import { anyDeliveryDue, ClaimedDelivery, finishAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
+import { claimDueDeliveries } from './deliveryClaims';
 import { disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
 import { AttemptOutcome, postWebhook } from './send';
 import { signatureHeaders } from '../domain/webhookSigning';
@@ -101,7 +102,9 @@ async function claim(db: Knex, settings: WorkerSettings, limit: number): Promise
   if (!(await anyDeliveryDue(db, nowIso))) return [];
   const token = randomBytes(12).toString('hex');
   const leaseUntil = new Date(now.getTime() + settings.webhookLeaseSeconds * 1000).toISOString();
-  return inWriteTransaction(db, (trx) => claimDueDeliveries(trx, nowIso, limit, leaseUntil, token, settings.webhookRetrySchedule.length));
+  const { claimed, givenUp } = await inWriteTransaction(db, (trx) => claimDueDeliveries(trx, nowIso, limit, leaseUntil, token, settings.webhookRetrySchedule.length));
+  for (const [reason, count] of Object.entries(givenUp)) if (count) metrics.webhookGivenUp.inc({ reason }, count);
+  return claimed;
 }
 
 /** Sends one claimed delivery and stores its outcome (fenced on the lease). */

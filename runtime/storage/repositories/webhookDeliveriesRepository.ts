@@ -170,6 +170,11 @@ export interface ClaimedDelivery {
   subscription: Pick<WebhookSubscriptionRow, 'id' | 'target_url' | 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at'>;
 }
 
+/** A due delivery before its claim: its event is null when the retention purged it. */
+export interface DueDelivery extends Omit<ClaimedDelivery, 'event'> {
+  event: EventRow | null;
+}
+
 /**
  * Deliveries not yet delivered nor given up (pending or waiting for a retry), all organizations,
  * counted up to `cap`: counting reads one index entry per delivery (about 33 ms per million on
@@ -225,56 +230,35 @@ const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
   order by d.next_attempt_at limit ?`;
 
 /**
- * Claims up to `limit` due deliveries for `leaseUntil` under `token`, and counts the attempt
- * each is claimed for: an attempt is counted when it starts, so one whose process stopped before
- * storing its outcome (the receiver may have had it) still counts. Run it inside a write
- * transaction. On Postgres the candidates (four times `limit`, since workers claiming at the same
- * moment read the same ones) are then locked FOR UPDATE SKIP LOCKED, the longest due first, up to
- * `limit`: those another worker holds or has claimed meanwhile (no longer due once its lease was
- * written) are left out, so concurrent workers claim disjoint sets without waiting for each
- * other. SQLite has one writer at a time.
- *
- * Two kinds of due delivery are given up on the way (`abandoned`, with the reason) instead of
- * claimed, and the claim goes on past them rather than answering nothing:
- * - one whose event the retention purge removed (a replay of old events, mostly: a held delivery
- *   is purged with its event): it can never be sent;
- * - one whose last attempt of the schedule (`maxAttempts`) got no stored outcome: its lease ran
- *   out with its token still set (storing an outcome, and a retry, clear the token). Sent again
- *   it would be after every lease for ever if its sending process keeps stopping. Its token is
- *   kept, so that the outcome of that attempt, should it still come (a process stalled past its
- *   lease), is stored over the give-up.
+ * Up to `limit` due deliveries, as they are before any claim, each with its event (null when the
+ * retention purged it) and its subscription; on Postgres locked for this transaction. Run it
+ * inside a write transaction, then lease or give up each (webhooks/deliveryClaims.ts). On
+ * Postgres the candidates (four times `limit`, since workers claiming at the same moment read the
+ * same ones) are locked FOR UPDATE SKIP LOCKED, the longest due first, up to `limit`: those another
+ * worker holds or has claimed meanwhile (no longer due once its lease was written) are left out,
+ * so concurrent workers claim disjoint sets without waiting for each other. SQLite has one writer
+ * at a time.
  */
-export async function claimDueDeliveries(trx: Knex, now: string, limit: number, leaseUntil: string, token: string, maxAttempts: number): Promise<ClaimedDelivery[]> {
-  for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-    const rows = await dueRows(trx, now, limit);
-    if (rows === undefined) return [];
-    const purged: number[] = [];
-    const lastLost: number[] = [];
-    const sendable: any[] = [];
-    for (const row of rows) {
-      if (row.e_seq === null) purged.push(row.seq);
-      else if (Number(row.attempts) >= maxAttempts && row.lease_token !== null) lastLost.push(row.seq);
-      else sendable.push(row);
-    }
-    if (purged.length) {
-      await trx('webhook_deliveries').whereIn('seq', purged).update({
-        status: 'abandoned', next_attempt_at: null, lease_until: null, lease_token: null, last_response_excerpt: EVENT_PURGED, updated_at: now,
-      });
-    }
-    if (lastLost.length) {
-      await trx('webhook_deliveries').whereIn('seq', lastLost).update({ status: 'abandoned', next_attempt_at: null, last_response_excerpt: LAST_ATTEMPT_LOST, updated_at: now });
-    }
-    if (sendable.length) {
-      await trx('webhook_deliveries').whereIn('seq', sendable.map((r) => r.seq)).update({ lease_until: leaseUntil, lease_token: token, attempts: trx.raw('attempts + 1') });
-      return sendable.map((r) => toClaimed({ ...r, attempts: Number(r.attempts) + 1, lease_until: leaseUntil, lease_token: token }));
-    }
-    if (!purged.length && !lastLost.length) return [];
-  }
-  return [];
+export async function dueDeliveries(trx: Knex, now: string, limit: number): Promise<DueDelivery[]> {
+  const rows = await dueRows(trx, now, limit);
+  return rows === undefined ? [] : rows.map(toDue);
 }
 
-/** Rounds of one claim that may each find only deliveries to give up. */
-const MAX_CLAIM_ROUNDS = 8;
+/** Leases deliveries to `token` until `leaseUntil` and counts the attempt each is leased for. */
+export async function leaseDeliveries(trx: Knex, seqs: readonly number[], leaseUntil: string, token: string): Promise<void> {
+  await trx('webhook_deliveries').whereIn('seq', seqs).update({ lease_until: leaseUntil, lease_token: token, attempts: trx.raw('attempts + 1') });
+}
+
+/**
+ * Gives deliveries up (`abandoned`, nothing more due) with `reason` as their last error. With
+ * `keepLease` their lease token stays, so that an outcome still stored under it is not refused.
+ */
+export async function abandonDeliveries(trx: Knex, seqs: readonly number[], reason: string, now: string, { keepLease }: { keepLease: boolean }): Promise<void> {
+  await trx('webhook_deliveries').whereIn('seq', seqs).update({
+    status: 'abandoned', next_attempt_at: null, last_response_excerpt: reason, updated_at: now,
+    ...(keepLease ? {} : { lease_until: null, lease_token: null }),
+  });
+}
 
 /**
  * Up to `limit` due deliveries (locked on Postgres) with their event (null when purged) and
@@ -310,7 +294,7 @@ async function dueRows(trx: Knex, now: string, limit: number): Promise<any[] | u
     );
 }
 
-function toClaimed(r: any): ClaimedDelivery {
+function toDue(r: any): DueDelivery {
   return {
     delivery: {
       seq: r.seq, id: r.id, org_id: r.org_id, subscription_id: r.subscription_id, event_id: r.event_id, event_type: r.event_type, status: r.status,
@@ -318,7 +302,7 @@ function toClaimed(r: any): ClaimedDelivery {
       last_response_status: r.last_response_status, last_response_excerpt: r.last_response_excerpt, last_attempt_at: r.last_attempt_at,
       created_at: r.created_at, updated_at: r.updated_at,
     },
-    event: { seq: r.e_seq, id: r.event_id, org_id: r.e_org_id, type: r.e_type, resource_id: r.e_resource_id, data: r.e_data, changed_fields: r.e_changed_fields, occurred_at: r.e_occurred_at },
+    event: r.e_seq === null ? null : { seq: r.e_seq, id: r.event_id, org_id: r.e_org_id, type: r.e_type, resource_id: r.e_resource_id, data: r.e_data, changed_fields: r.e_changed_fields, occurred_at: r.e_occurred_at },
     subscription: {
       id: r.subscription_id, target_url: r.s_target_url, secret: r.s_secret, previous_secret: r.s_previous_secret,
       previous_secret_expires_at: r.s_previous_secret_expires_at, last_success_at: r.s_last_success_at,
@@ -326,11 +310,6 @@ function toClaimed(r: any): ClaimedDelivery {
   };
 }
 
-/** What a delivery given up because its event was purged shows as its last error. */
-export const EVENT_PURGED = 'not sent: the event is older than the event retention and was purged';
-
-/** What a delivery given up because its last attempt got no stored outcome shows as its last error. */
-export const LAST_ATTEMPT_LOST = 'not sent again: the last attempt of its retry schedule got no stored outcome (the process sending it stopped, or stalled past its lease)';
 /** Deliveries created before the events' retention: their events are purged (or about to be), so they can never be sent. */
 export async function deleteDeliveriesBefore(db: Knex, createdBefore: string, batch: number): Promise<number> {
   const orphans = db('webhook_deliveries').select('seq').where('created_at', '<', createdBefore).limit(batch);

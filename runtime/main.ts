@@ -33,19 +33,23 @@ async function main(): Promise<void> {
  * per start, in the process that forks the workers: the key is printed once, whatever
  * WEB_CONCURRENCY is. Returns what to print once the server listens.
  */
-async function prepareDatabase(config: Config): Promise<(port: number) => void> {
+async function prepareDatabase(config: Config): Promise<(port: number | undefined) => void> {
   const database = openDatabase(config.databaseUrl);
   try {
-    await migrateLatest(database.knex);
+    await migrateLatest(database.knex).catch((err: Error) => {
+      throw new Error(`Cannot open the database of DATABASE_URL: ${err.message} (create it first, or fix DATABASE_URL)`);
+    });
     const bootstrap = (await countApiKeys(database.knex)) === 0
       ? await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' })
       : undefined;
+    // `port` is where the server listens; undefined when it could not listen (the key was made
+    // and stays valid, so it is still shown, without an address to try it on)
     return (port) => {
       if (!bootstrap) return;
       process.stdout.write(
         `\nNo API key existed, so one was created with every scope in organization "${DEFAULT_ORGANIZATION}" (id ${bootstrap.key.id}).\n` +
-          `It is shown only this once:\n\n  ${bootstrap.secret}\n\nTry it:\n\n` +
-          `  curl -s -H "Authorization: Bearer ${bootstrap.secret}" http://${config.host}:${port}/v1/sites\n\n`,
+          `It is shown only this once:\n\n  ${bootstrap.secret}\n\n` +
+          (port === undefined ? '' : `Try it:\n\n  curl -s -H "Authorization: Bearer ${bootstrap.secret}" http://${config.host}:${port}/v1/sites\n\n`),
       );
     };
   } finally {
@@ -54,7 +58,7 @@ async function prepareDatabase(config: Config): Promise<(port: number) => void> 
 }
 
 /** Serves the API in this process until SIGTERM/SIGINT, then drains and exits. */
-async function serve(config: Config, logger: Logger, announce?: (port: number) => void): Promise<void> {
+async function serve(config: Config, logger: Logger, announce?: (port: number | undefined) => void): Promise<void> {
   const database = openDatabase(config.databaseUrl);
   const { app, ready, close } = createApp(config, { db: database.knex, logger });
   await ready();
@@ -68,13 +72,16 @@ async function serve(config: Config, logger: Logger, announce?: (port: number) =
     ...(webhookWorker ? [{ name: 'webhook deliveries', stop: () => webhookWorker.stop() }] : []),
   ];
 
-  const server = app.listen(config.port, config.host, () => {
+  // express 5 also calls this with the error when listening fails (reported by the 'error' handler below)
+  const server = app.listen(config.port, config.host, (err?: Error) => {
+    if (err) return;
     const address = server.address();
     const port = address && typeof address === 'object' ? address.port : config.port;
     announce?.(port);
     logger.info({ address: `http://${config.host}:${port}`, database: database.dialect, ...(cluster.isWorker ? { worker: cluster.worker?.id } : {}) }, 'listening');
   });
   server.on('error', (err) => {
+    if (!server.listening) announce?.(undefined);
     console.error(`Cannot listen on ${config.host}:${config.port}: ${err.message} (set PORT or HOST)`);
     process.exit(1);
   });

@@ -90,6 +90,21 @@ function startUntilListening(env: NodeJS.ProcessEnv): Promise<{ stdout: string; 
   });
 }
 
+const describePostgres = process.env.TEST_DATABASE_URL ? describe : describe.skip;
+describePostgres('npm start on a Postgres database that does not exist', () => {
+  it('stops with its reason on one line and no stack trace', async () => {
+    const url = new URL(process.env.TEST_DATABASE_URL!);
+    url.pathname = '/fieldops_never_created';
+    const result = await promisify(execFile)(TSX, ['runtime/main.ts'], {
+      cwd: ROOT, env: { ...process.env, PORT: '0', DATABASE_URL: url.toString() }, timeout: 30000,
+    }).catch((e) => e);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('Cannot open the database of DATABASE_URL: database "fieldops_never_created" does not exist (create it first, or fix DATABASE_URL)');
+    expect(result.stderr).not.toMatch(/^\s+at /m);
+    expect(result.stdout).not.toMatch(/listening|fop_/);
+  });
+});
+
 describe('npm start on a port in use', () => {
   it('stops with one line instead of a stack trace', async () => {
     const net = await import('node:net');
@@ -103,6 +118,10 @@ describe('npm start on a port in use', () => {
       }).catch((e) => e);
       expect(result.code).toBe(1);
       expect(result.stderr.trim()).toBe(`Cannot listen on 127.0.0.1:${port}: listen EADDRINUSE: address already in use 127.0.0.1:${port} (set PORT or HOST)`);
+      // never claims to listen, nor offers a curl line to the port another program holds; the key
+      // this first start created stays valid, so it is shown once all the same
+      expect(result.stdout).not.toMatch(/listening|Try it|curl/);
+      expect(result.stdout).toMatch(/It is shown only this once:\n\n  fop_\S+\n/);
     } finally {
       blocker.close();
       fs.rmSync(dir, { recursive: true, force: true });

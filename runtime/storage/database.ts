@@ -82,6 +82,7 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
   // `types`: 64-bit integers (`seq`, counts) read as numbers, as SQLite gives them (parseInt8)
   const db = knex({
     client: 'pg',
+    log: KNEX_LOG,
     connection: { connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true, pipeline: true, types: { getTypeParser: pgTypeParser } } as Knex.PgConnectionConfig,
     searchPath: options.schema ? [options.schema] : undefined,
     acquireConnectionTimeout: 1500,
@@ -89,6 +90,17 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
   });
   return { knex: db, dialect: 'postgres', close: () => db.destroy() };
 }
+
+/**
+ * Knex reports a failed connection attempt (a database that is down, or does not exist) as a
+ * warning with the driver's stack trace, once per attempt; one line says the same. The error
+ * itself still reaches the caller (a request answers 503, a start stops with its message).
+ */
+const KNEX_LOG = {
+  warn(message: unknown) {
+    console.warn(String(message).split('\n')[0]);
+  },
+};
 
 const INT8_OID = 20;
 

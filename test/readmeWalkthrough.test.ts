@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describeEachDatabase } from './support/testApp';
@@ -70,10 +71,12 @@ interface Call {
   body: string;
 }
 
-function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: string, round: number): { calls: Call[][]; received: string; output: string; exit: number | null } {
+function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: string, round: number, receiverPort: number): { calls: Call[][]; received: string; output: string; exit: number | null } {
   const log = path.join(workDir, `calls-${round}.log`);
   const prelude = [
     'set -euo pipefail',
+    // the receiver's port, as a reader whose 9000 is taken sets it in both shells
+    `export RECEIVER_PORT=${receiverPort}`,
     // node gives a child sockets for stdio, which `tee /dev/stderr` cannot reopen (a terminal or a
     // pipe can): stderr goes through a pipe, as in a shell
     'exec 2> >(cat >&2)',
@@ -94,7 +97,7 @@ function runWalkthrough(steps: Step[], baseUrl: string, key: string, workDir: st
     `SECRET="$SECRET" node receiver.js > ${JSON.stringify(receiverLog)} 2>&1 &`,
     'RECEIVER=$!',
     "trap 'kill $RECEIVER 2>/dev/null; wait $RECEIVER 2>/dev/null || true' EXIT",
-    'for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/9000) 2>/dev/null && break; sleep 0.1; done',
+    'for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$RECEIVER_PORT) 2>/dev/null && break; sleep 0.1; done',
   ].join('\n');
   const subscribed = steps.findIndex((step) => step.script.includes('read HOOK SECRET'));
   if (subscribed < 0) throw new Error('the walk-through has no block that subscribes the receiver (read HOOK SECRET)');
@@ -185,6 +188,18 @@ function expectation(shownLine: string): { code: string } | 'success' {
   return typeof shown.code === 'string' && typeof shown.error === 'string' ? { code: shown.code } : 'success';
 }
 
+/** A port no one listens on now (the receiver's, so that the test never meets a busy 9000). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
 describe('README walk-through blocks', () => {
   it('are found, with placeholders a reader fills in once and one shown line per curl call', () => {
     const markdown = fs.readFileSync(README, 'utf8');
@@ -216,12 +231,12 @@ describeWithTools('README walk-through run as written', () => {
       if (workDir) fs.rmSync(workDir, { recursive: true, force: true });
     });
 
-    it('succeeds at every step, answers the values and errors the README shows, and runs again', () => {
+    it('succeeds at every step, answers the values and errors the README shows, and runs again', async () => {
       const steps = walkthroughSteps(fs.readFileSync(README, 'utf8'));
       const key = t.auth.replace(/^Bearer /, '');
       const firstIds: string[] = [];
       for (const round of [1, 2]) {
-        const run = runWalkthrough(steps, server.baseUrl, key, workDir, round);
+        const run = runWalkthrough(steps, server.baseUrl, key, workDir, round, await freePort());
         if (run.exit !== 0) throw new Error(`walk-through round ${round} exited ${run.exit}:\n${run.output}\n--- server ---\n${server.output()}`);
         steps.forEach((step, i) => {
           const calls = run.calls[i];

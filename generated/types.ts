@@ -2398,6 +2398,7 @@ export interface components {
             /** @description IANA time zone name, e.g. `Europe/London`. */
             timezone?: string;
         };
+        /** @description A site's location is both coordinates or neither: a change names both, and sets both or clears both (one null and the other not answers 400 `VALIDATION_ERROR`). */
         SiteUpdate: {
             name?: string;
             address?: string | null;

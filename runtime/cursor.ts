@@ -49,5 +49,8 @@ export function decodeCursor(cursor: string, shape: CursorShape): (string | numb
 }
 
 function fitsShape(value: unknown, kind: 'text' | 'integer'): boolean {
-  return kind === 'text' ? typeof value === 'string' && value.length <= 200 : Number.isSafeInteger(value) && (value as number) >= 0;
+  // text goes into a query as a bound value: no NUL or lone surrogate, which Postgres refuses (a 500, not a 400)
+  return kind === 'text'
+    ? typeof value === 'string' && value.length <= 200 && !value.includes('\u0000') && value.isWellFormed()
+    : Number.isSafeInteger(value) && (value as number) >= 0;
 }

@@ -61,6 +61,24 @@ describeEachDatabase('hostile input', (t) => {
     await t.http.get(`/v1/integrations/workflow-automation/actions?cursor=${cursorOf([7])}`).set('Authorization', t.auth).expect(400);
   });
 
+  it('U+0000 and unpaired surrogates inside a cursor (Postgres refuses them in a query: a 500 before)', async () => {
+    for (const values of [['a\u0000', 1], ['\u0000', 55], ['\ud800', 3]]) {
+      const res = await t.http.get(`/v1/sensor-readings?cursor=${cursorOf(values)}`).set('Authorization', t.auth).expect(400);
+      expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] }));
+    }
+  });
+
+  it('a body that is not UTF-8 (Latin-1 text, a surrogate encoded as bytes) is refused, never stored with U+FFFD', async () => {
+    for (const bytes of [Buffer.from('{"name":"caf\xe9"}', 'latin1'), Buffer.from([...Buffer.from('{"name":"'), 0xed, 0xa0, 0x80, ...Buffer.from('"}')])]) {
+      // the bytes as they are (supertest would turn a Buffer into JSON of its own)
+      const res = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json').serialize((b: Buffer) => b).send(bytes as any).expect(400);
+      expect(res.body).toEqual(anError('INVALID_JSON', { error: 'Request body is not valid UTF-8 (send JSON text encoded as UTF-8)' }));
+    }
+    expect((await t.http.get('/v1/sites').set('Authorization', t.auth).expect(200)).body.data.filter((s: { name: string }) => s.name.includes('\uFFFD'))).toEqual([]);
+    const ok = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json').serialize((b: Buffer) => b).send(Buffer.from('{"name":"café ☕"}', 'utf8') as any).expect(201);
+    expect(ok.body.name).toBe('café ☕');
+  });
+
   it('U+0000 and unpaired surrogates in body and query strings', async () => {
     const nul = await t.http.post('/v1/users').set('Authorization', t.auth).send({ userId: 'a\u0000b' }).expect(400);
     expect(nul.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/userId', message: 'must not contain U+0000 or unpaired surrogates' }] }));

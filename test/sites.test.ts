@@ -48,6 +48,17 @@ describeEachDatabase('sites', (t) => {
       await t.http.delete(`/v1/sites/${created.id}`).set('Authorization', t.auth).expect(404);
     });
 
+    it('refuses a change that would leave one coordinate (a location is both or neither), and clears both', async () => {
+      const created = (await t.http.post('/v1/sites').set('Authorization', t.auth).send(north).expect(201)).body;
+      for (const [body, path] of [[{ latitude: 53.8, longitude: null }, '/longitude'], [{ latitude: null, longitude: -1.5 }, '/latitude']] as const) {
+        const res = await t.http.patch(`/v1/sites/${created.id}`).set('Authorization', t.auth).send(body).expect(400);
+        expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path, message: expect.stringContaining('a location has both coordinates or neither') }] }));
+      }
+      expect((await t.http.get(`/v1/sites/${created.id}`).set('Authorization', t.auth).expect(200)).body).toEqual(created);
+      const cleared = (await t.http.patch(`/v1/sites/${created.id}`).set('Authorization', t.auth).send({ latitude: null, longitude: null }).expect(200)).body;
+      expect(cleared).toMatchObject({ latitude: null, longitude: null });
+    });
+
     it('rejects an empty update and a change of id', async () => {
       const created = (await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: 'Y' }).expect(201)).body;
       await t.http.patch(`/v1/sites/${created.id}`).set('Authorization', t.auth).send({}).expect(400);

@@ -3813,7 +3813,7 @@ return errors === 0;
 validate97.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.SiteUpdate = validate98;
-const schema46 = {"type":"object","additionalProperties":false,"minProperties":1,"dependentRequired":{"latitude":["longitude"],"longitude":["latitude"]},"properties":{"name":{"type":"string","minLength":1,"maxLength":200},"address":{"type":["string","null"],"maxLength":500},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"minLength":1,"maxLength":64}}};
+const schema46 = {"type":"object","description":"A site's location is both coordinates or neither: a change names both, and sets both or clears both (one null and the other not answers 400 `VALIDATION_ERROR`).","additionalProperties":false,"minProperties":1,"dependentRequired":{"latitude":["longitude"],"longitude":["latitude"]},"properties":{"name":{"type":"string","minLength":1,"maxLength":200},"address":{"type":["string","null"],"maxLength":500},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"minLength":1,"maxLength":64}}};
 
 function validate98(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

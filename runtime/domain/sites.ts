@@ -1,5 +1,5 @@
 import { Knex } from 'knex';
-import { notFound } from '../errors';
+import { invalidField, notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
 import { recordEvent, recordUpdate, tombstone } from './events';
 import * as sites from '../storage/repositories/sitesRepository';
@@ -17,8 +17,19 @@ export async function createSite(trx: Knex, orgId: string, body: SiteCreate): Pr
   return site;
 }
 
+/**
+ * A site's location is both coordinates or neither. The contract makes a change name both
+ * (`dependentRequired`); that one of them is null and the other not is refused here, as it is
+ * for a user profile's last location.
+ */
 export async function updateSite(trx: Knex, orgId: string, id: string, changes: SiteUpdate): Promise<Site> {
   if (typeof changes.timezone === 'string') assertTimeZone(changes.timezone, '/timezone');
+  const { latitude, longitude } = changes;
+  if (latitude !== undefined && longitude !== undefined && (latitude === null) !== (longitude === null)) {
+    const cleared = latitude === null ? 'latitude' : 'longitude';
+    const other = latitude === null ? 'longitude' : 'latitude';
+    throw invalidField(`/${cleared}`, `must not be null while ${other} is set: a location has both coordinates or neither`);
+  }
   const before = await sites.findSiteForUpdate(trx, orgId, id);
   if (!before || !(await sites.updateSite(trx, orgId, id, changes))) throw notFound('site', id);
   const after = (await sites.findSite(trx, orgId, id))!;

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import express, { Request, Response } from 'express';
 import { ApiError } from '../errors';
 
@@ -16,8 +17,10 @@ export async function readJsonBody(req: Request, res: Response, maxBodyBytes: nu
   }
   let parser = parsers.get(maxBodyBytes);
   if (!parser) {
-    // strict: false so that `"text"` or `42` reach validation and get its clear message
-    parser = express.json({ limit: maxBodyBytes, strict: false, type: () => true });
+    // strict: false so that `"text"` or `42` reach validation and get its clear message. The
+    // bytes must be UTF-8: decoding would silently turn any other byte (Latin-1 text, say) into
+    // U+FFFD and store that, where the client is better told.
+    parser = express.json({ limit: maxBodyBytes, strict: false, type: () => true, verify: refuseInvalidUtf8 });
     parsers.set(maxBodyBytes, parser);
   }
   await new Promise<void>((resolve, reject) => {
@@ -26,7 +29,16 @@ export async function readJsonBody(req: Request, res: Response, maxBodyBytes: nu
   return req.body;
 }
 
+class InvalidUtf8Error extends Error {}
+
+function refuseInvalidUtf8(_req: unknown, _res: unknown, buf: Buffer, encoding: string): void {
+  if (encoding.toLowerCase().replace('-', '') === 'utf8' && !isUtf8(buf)) throw new InvalidUtf8Error();
+}
+
 function translateBodyError(err: unknown, maxBodyBytes: number): ApiError {
+  if (err instanceof InvalidUtf8Error || (err as { type?: string }).type === 'entity.verify.failed') {
+    return new ApiError('INVALID_JSON', 'Request body is not valid UTF-8 (send JSON text encoded as UTF-8)');
+  }
   const type = (err as { type?: string }).type;
   switch (type) {
     case 'entity.too.large':

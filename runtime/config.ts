@@ -37,6 +37,8 @@ export interface Config {
   trustProxy: boolean | number | string[];
   /** How long a SIGTERM/SIGINT waits for requests in flight before the process exits anyway. */
   shutdownTimeoutSeconds: number;
+  /** How long a request's headers and body may take to arrive (runtime/http/httpServer.ts). */
+  requestTimeoutSeconds: number;
   /** Worker processes serving one port (node's cluster module); 1 serves from the main process. */
   webConcurrency: number;
   /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
@@ -93,6 +95,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: redisUrl(env),
     trustProxy: trustProxy(env),
     shutdownTimeoutSeconds: integer(env, 'SHUTDOWN_TIMEOUT_SECONDS', 25, 1, 3600),
+    requestTimeoutSeconds: integer(env, 'REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     webConcurrency: integer(env, 'WEB_CONCURRENCY', 1, 1, 256),
     metricsToken: raw(env, 'METRICS_TOKEN'),
   };

@@ -4,6 +4,7 @@ import { configOrExit, Config } from './config';
 import { openDatabase } from './storage/database';
 import { migrateLatest } from './storage/migrate';
 import { createApp } from './http/app';
+import { createHttpServer } from './http/httpServer';
 import { ALL_SCOPES, createApiKey, DEFAULT_ORGANIZATION } from './auth/apiKeys';
 import { countApiKeys } from './storage/repositories/apiKeysRepository';
 import { startDeliveryWorker } from './webhooks/deliveryWorker';
@@ -72,9 +73,8 @@ async function serve(config: Config, logger: Logger, announce?: (port: number | 
     ...(webhookWorker ? [{ name: 'webhook deliveries', stop: () => webhookWorker.stop() }] : []),
   ];
 
-  // express 5 also calls this with the error when listening fails (reported by the 'error' handler below)
-  const server = app.listen(config.port, config.host, (err?: Error) => {
-    if (err) return;
+  const server = createHttpServer(app, config);
+  server.listen(config.port, config.host, () => {
     const address = server.address();
     const port = address && typeof address === 'object' ? address.port : config.port;
     announce?.(port);

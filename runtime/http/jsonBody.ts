@@ -15,6 +15,12 @@ export async function readJsonBody(req: Request, res: Response, maxBodyBytes: nu
   if (!req.is(['application/json', 'application/*+json'])) {
     throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${req.headers['content-type'] ?? 'none'})`);
   }
+  // a declared length over the limit is answered at once: reading (or draining) a body that will
+  // be refused anyway lets a client that sends it slowly hold the connection; it is closed instead
+  if (Number(req.headers['content-length']) > maxBodyBytes) {
+    res.set('Connection', 'close');
+    throw new ApiError('PAYLOAD_TOO_LARGE', `Request body is larger than ${maxBodyBytes} bytes`);
+  }
   let parser = parsers.get(maxBodyBytes);
   if (!parser) {
     // strict: false so that `"text"` or `42` reach validation and get its clear message. The

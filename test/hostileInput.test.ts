@@ -9,9 +9,16 @@ const cursorOf = (values: unknown) => Buffer.from(JSON.stringify(values)).toStri
 // libraries underneath mishandle: each must be a clear 400, never a 500 (found in review).
 describeEachDatabase('hostile input', (t) => {
   it('a limit that is not a finite number', async () => {
-    for (const limit of ['1e400', 'Infinity', '1e2.5']) {
+    for (const limit of ['1e400', 'Infinity', '1e2.5', '0x10', '%205', '%2B5', '1e1', '5%20']) {
       const res = await t.http.get(`/v1/sensor-readings?limit=${limit}`).set('Authorization', t.auth).expect(400);
       expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [expect.objectContaining({ path: '/query/limit' })] }));
+    }
+  });
+
+  it('a limit in decimal digits is taken, in the list operations', async () => {
+    for (const path of ['/v1/sites', '/v1/checkins', '/v1/sensor-readings', '/v1/events']) {
+      expect((await t.http.get(`${path}?limit=05`).set('Authorization', t.auth).expect(200)).body).toMatchObject({ data: expect.any(Array) });
+      await t.http.get(`${path}?limit=0x10`).set('Authorization', t.auth).expect(400);
     }
   });
 

@@ -11,7 +11,7 @@ import type { IdempotencySettings } from '../idempotency/claim';
 import { fingerprint, IDEMPOTENCY_HEADER, readIdempotencyKey } from '../idempotency/request';
 import { runWrite } from '../idempotency/writes';
 import { readJsonBody } from './jsonBody';
-import { validateOrThrow } from './validation';
+import { validateOrThrow, validateQueryOrThrow } from './validation';
 import { contextOf } from './requestContext';
 
 export interface PipelineDeps {
@@ -51,7 +51,7 @@ export async function runOperation(
 
   const v = validators[operationId];
   const path = validateOrThrow(v.path, { ...params }, '/path');
-  const query = validateOrThrow(v.query, { ...(req.query as Record<string, unknown>) }, '/query');
+  const query = validateQueryOrThrow(v.query, req.query as Record<string, unknown>);
   let body: unknown;
   if (v.body) {
     if (rawBody === undefined) throw new ApiError('VALIDATION_ERROR', 'This operation needs a JSON request body', [{ path: '', message: 'is required' }]);

@@ -22,6 +22,25 @@ export function validateOrThrow<T>(validate: ValidateFunction, data: T, prefix: 
   throw new ApiError('VALIDATION_ERROR', first ? `${first.path || where}: ${first.message}${more}` : `${where} is invalid`, details);
 }
 
+/**
+ * Validates the query string. Its values are text that the validator turns into the declared
+ * types; a number is taken only as written in decimal (`50`, `2.5`, `-3`): Ajv's coercion alone
+ * would also read `0x10` as 16 and ` 5`, `+5` or `1e1` as numbers.
+ */
+export function validateQueryOrThrow<T extends Record<string, unknown>>(validate: ValidateFunction, raw: T): T {
+  const query = validateOrThrow(validate, { ...raw }, '/query');
+  for (const [name, value] of Object.entries(query)) {
+    const sent = raw[name];
+    if (typeof value === 'number' && typeof sent === 'string' && !DECIMAL.test(sent)) {
+      const detail = { path: `/query/${name}`, message: 'must be a number written in decimal digits' };
+      throw new ApiError('VALIDATION_ERROR', `${detail.path}: ${detail.message}`, [detail]);
+    }
+  }
+  return query;
+}
+
+const DECIMAL = /^-?\d+(\.\d+)?$/;
+
 function toDetails(errors: ErrorObject[], prefix: string): ErrorDetail[] {
   const seen = new Set<string>();
   const out: ErrorDetail[] = [];

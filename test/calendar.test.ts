@@ -201,6 +201,22 @@ describeEachDatabase('calendar', (t) => {
       expect(await allOccurrences(t, 'from=2026-05-01T00:00:00Z&to=2026-06-01T08:00:00Z', auth)).toEqual([]);
     });
 
+    it('lists no occurrence that would end after 9999-12-31T23:59:59.999Z (no timestamp can say it), nor starts a run for one', async () => {
+      const auth = await t.newKey({ organization: 'calendar-year-9999' });
+      const template = await newTemplate(t, auth);
+      const site = await newSite(t, auth);
+      // a week long, every Monday at 09:00 UTC: 9999-12-20 ends within the year, 9999-12-27 would end in 10000
+      await newSchedule(t, { templateId: template.id, siteId: site.id, timezone: 'UTC', startsAt: '2026-11-02T09:00:00', durationMinutes: 10080, recurrence: 'FREQ=WEEKLY;BYDAY=MO' }, auth);
+      const listed = await allOccurrences(t, 'from=9999-12-20T00:00:00Z&to=9999-12-31T23:59:59Z', auth);
+      expect(listed.map((o) => [o.startAt, o.endAt])).toEqual([
+        ['9999-12-13T09:00:00.000Z', '9999-12-20T09:00:00.000Z'], // still running when the window opens
+        ['9999-12-20T09:00:00.000Z', '9999-12-27T09:00:00.000Z'],
+      ]);
+      const beyond = `${String(listed[1].id).slice(0, -16)}99991227T090000Z`;
+      const refused = await t.http.post('/v1/runs').set('Authorization', auth).send({ templateId: template.id, siteId: site.id, userId: 'u', occurrenceId: beyond }).expect(400);
+      expect(refused.body.details).toEqual([{ path: '/occurrenceId', message: 'does not name an occurrence of any schedule of this organization' }]);
+    });
+
     it('orders by startAt then schedule, pages every occurrence exactly once, and filters', async () => {
       const auth = await t.newKey({ organization: 'calendar-paging' });
       const template = await newTemplate(t, auth);

@@ -24,6 +24,18 @@ export interface ScheduledOccurrence {
 const MINUTE = 60_000;
 
 /**
+ * The last instant a timestamp of the API can name (`9999-12-31T23:59:59.999Z`: RFC 3339 has
+ * four-digit years). An occurrence that would end after it is not one: it is neither listed nor
+ * accepted as a run's occurrence.
+ */
+const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/** Starts before this (exclusive) end by LAST_INSTANT. */
+function lastStartOf(schedule: Schedule): number {
+  return LAST_INSTANT - schedule.durationMinutes * MINUTE + 1;
+}
+
+/**
  * One page of occurrences ordered by (startAt, scheduleId). The keyset runs over the computed
  * list: the cursor holds the (startAt, scheduleId) of the last occurrence, and each schedule is
  * read from just after it. Each schedule is asked for a few occurrences at a time (a share of the
@@ -46,7 +58,7 @@ export function occurrencePage(
     return { schedule, fromStart, read: [] as ScheduledOccurrence[], exhausted: false };
   });
   const readMore = (stream: (typeof streams)[number], count: number) => {
-    const times = occurrencesOf(stream.schedule, { fromStart: stream.fromStart, toStart: window.to, max: count });
+    const times = occurrencesOf(stream.schedule, { fromStart: stream.fromStart, toStart: Math.min(window.to, lastStartOf(stream.schedule)), max: count });
     for (const time of times) stream.read.push({ id: occurrenceId(stream.schedule.id, time.startAt), schedule: stream.schedule, time });
     if (times.length < count) stream.exhausted = true;
     else stream.fromStart = times[times.length - 1].startAt + 1;
@@ -95,7 +107,7 @@ export function scheduleIdOfOccurrence(id: string): string | undefined {
 /** True when `id` is a real occurrence of `schedule` (its start is one the recurrence produces). */
 export function isOccurrenceOf(schedule: Schedule, id: string): boolean {
   const parsed = parseOccurrenceId(id);
-  if (!parsed || parsed.scheduleId !== schedule.id) return false;
+  if (!parsed || parsed.scheduleId !== schedule.id || parsed.startAt >= lastStartOf(schedule)) return false;
   return occurrencesOf(schedule, { fromStart: parsed.startAt, toStart: parsed.startAt + 1, max: 1 }).length > 0;
 }
 

@@ -97,6 +97,29 @@ describeEachDatabase('hostile input', (t) => {
     expect(await t.db.knex('users').count({ n: '*' }).first()).toEqual({ n: expect.anything() });
   });
 
+  it('a query percent-escape that is not UTF-8 (the parser would read U+FFFD)', async () => {
+    for (const query of ['siteId=%FF', 'siteId=%ED%A0%80', 'siteId=caf%E9']) {
+      const res = await t.http.get(`/v1/checkins?${query}`).set('Authorization', t.auth).expect(400);
+      expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query', message: 'has a percent-escape that is not UTF-8' }] }));
+    }
+    await t.http.get('/v1/checkins?siteId=caf%C3%A9&limit=5').set('Authorization', t.auth).expect(200);
+  });
+
+  it('two Authorization headers: refused, whichever of them is valid', async () => {
+    for (const pair of [[t.auth, 'Bearer fop_not_a_key'], ['Bearer fop_not_a_key', t.auth], [t.auth, t.auth]]) {
+      const res = await t.http.get('/v1/sites').set('Authorization', pair as unknown as string).expect(401);
+      expect(res.body).toEqual(anError('UNAUTHENTICATED', { error: 'Send the Authorization header once' }));
+    }
+  });
+
+  it('a body whose declared charset is not UTF-8: 415, whatever the bytes', async () => {
+    for (const charset of ['utf-16', 'latin1', 'ISO-8859-1', '"utf-32"']) {
+      const res = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', `application/json; charset=${charset}`).send('{"name":"x"}').expect(415);
+      expect(res.body).toEqual(anError('UNSUPPORTED_MEDIA_TYPE'));
+    }
+    await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json; charset=UTF-8').send('{"name":"Charset ok"}').expect(201);
+  });
+
   it('a malformed percent-encoding in the path', async () => {
     const res = await t.http.get('/v1/users/%ZZ').set('Authorization', t.auth).expect(400);
     expect(res.body).toEqual(anError('VALIDATION_ERROR', { error: 'The URL has a malformed percent-encoding' }));

@@ -80,7 +80,7 @@ export function createApp(config: Config, options: AppOptions): App {
   // authentication and rate limits are openapi-backend's security handler for the contract's
   // bearerAuth scheme; its result (the principal) or its error reaches the operation through the context
   api.registerSecurityHandler('bearerAuth', (c: Context, req: Request, res: Response) =>
-    rateLimits.admit(req, res, c.operation!.operationId!, () => authenticate(deps.db, req.headers.authorization)));
+    rateLimits.admit(req, res, c.operation!.operationId!, async () => authenticate(deps.db, singleAuthorization(req))));
   /**
    * A /v1 request that matches no operation still counts against its caller's budget and
    * carries the RateLimit fields, like every /v1 answer: the key's budget when the key is valid,
@@ -90,7 +90,7 @@ export function createApp(config: Config, options: AppOptions): App {
   const countUnrouted = async (req: Request, res: Response): Promise<void> => {
     if (!req.path.startsWith('/v1/') && req.path !== '/v1') return;
     try {
-      await rateLimits.admit(req, res, 'none', () => authenticate(deps.db, req.headers.authorization));
+      await rateLimits.admit(req, res, 'none', async () => authenticate(deps.db, singleAuthorization(req)));
     } catch (err) {
       if (!(err instanceof ApiError) || err.code !== 'UNAUTHENTICATED') throw err;
     }
@@ -198,4 +198,15 @@ function corsFor(origins: readonly string[]) {
     if (!anyOrigin) res.vary('Origin');
     middleware(req, res, next);
   };
+}
+
+/**
+ * The request's one Authorization header. Node keeps only the first of several, so a request
+ * carrying two (a proxy adding its own, a client bug) would be answered with whichever came
+ * first; it is refused instead, as two Idempotency-Keys are.
+ */
+function singleAuthorization(req: Request): string | undefined {
+  const values = req.headersDistinct.authorization ?? [];
+  if (values.length > 1) throw unauthenticated('Send the Authorization header once');
+  return values[0];
 }

@@ -51,7 +51,8 @@ export async function runOperation(
 
   const v = validators[operationId];
   const path = validateOrThrow(v.path, { ...params }, '/path');
-  const query = validateQueryOrThrow(v.query, req.query as Record<string, unknown>);
+  const queryAt = req.originalUrl.indexOf('?');
+  const query = validateQueryOrThrow(v.query, req.query as Record<string, unknown>, queryAt < 0 ? '' : req.originalUrl.slice(queryAt + 1));
   let body: unknown;
   if (v.body) {
     if (rawBody === undefined) throw new ApiError('VALIDATION_ERROR', 'This operation needs a JSON request body', [{ path: '', message: 'is required' }]);

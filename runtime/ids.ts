@@ -1,4 +1,4 @@
-import { randomFillSync } from 'node:crypto';
+import { randomFillSync, randomUUID } from 'node:crypto';
 
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower case
 /** Characters after the prefix. */
@@ -80,4 +80,9 @@ export function idCreatedAt(id: string, prefix: string): number | undefined {
     if (i < TIME_CHARS) ms = ms * 32 + digit;
   }
   return ms;
+}
+
+/** A request's id (`req_` and 20 hex characters): in its log line, its `X-Request-Id` and an error body. */
+export function newRequestId(): string {
+  return `req_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
 }

@@ -38,7 +38,8 @@ async function prepareDatabase(config: Config): Promise<(port: number | undefine
   const database = openDatabase(config.databaseUrl);
   try {
     await migrateLatest(database.knex).catch((err: Error) => {
-      throw new Error(`Cannot open the database of DATABASE_URL: ${err.message} (create it first, or fix DATABASE_URL)`);
+      const missing = /database .* does not exist/.test(err.message) ? ' (create it first, or fix DATABASE_URL)' : '';
+      throw new Error(`Cannot prepare the database of DATABASE_URL: ${err.message}${missing}`);
     });
     const bootstrap = (await countApiKeys(database.knex)) === 0
       ? await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' })

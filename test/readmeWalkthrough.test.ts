@@ -1,10 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describeEachDatabase } from './support/testApp';
-import { startServerProcess, ServerProcess } from './support/serverProcess';
+import { freePort, startServerProcess, ServerProcess } from './support/serverProcess';
 
 /**
  * The README's curl walk-through, run as written: its shell blocks, in order, in one bash with
@@ -188,18 +187,6 @@ function expectation(shownLine: string): { code: string } | 'success' {
   return typeof shown.code === 'string' && typeof shown.error === 'string' ? { code: shown.code } : 'success';
 }
 
-/** A port no one listens on now (the receiver's, so that the test never meets a busy 9000). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 describe('README walk-through blocks', () => {
   it('are found, with placeholders a reader fills in once and one shown line per curl call', () => {
     const markdown = fs.readFileSync(README, 'utf8');
@@ -236,6 +223,7 @@ describeWithTools('README walk-through run as written', () => {
       const key = t.auth.replace(/^Bearer /, '');
       const firstIds: string[] = [];
       for (const round of [1, 2]) {
+        // the receiver's port: never a 9000 another program holds
         const run = runWalkthrough(steps, server.baseUrl, key, workDir, round, await freePort());
         if (run.exit !== 0) throw new Error(`walk-through round ${round} exited ${run.exit}:\n${run.output}\n--- server ---\n${server.output()}`);
         steps.forEach((step, i) => {

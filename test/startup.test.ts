@@ -99,7 +99,7 @@ describePostgres('npm start on a Postgres database that does not exist', () => {
       cwd: ROOT, env: { ...process.env, PORT: '0', DATABASE_URL: url.toString() }, timeout: 30000,
     }).catch((e) => e);
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain('Cannot open the database of DATABASE_URL: database "fieldops_never_created" does not exist (create it first, or fix DATABASE_URL)');
+    expect(result.stderr).toContain('Cannot prepare the database of DATABASE_URL: database "fieldops_never_created" does not exist (create it first, or fix DATABASE_URL)');
     expect(result.stderr).not.toMatch(/^\s+at /m);
     expect(result.stdout).not.toMatch(/listening|fop_/);
   });

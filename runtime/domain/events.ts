@@ -196,8 +196,10 @@ const END_CURSOR_ALLOWANCE_MS = 5 * 60_000;
 async function positionOfEvent(reads: Knex, orgId: string, id: string, retentionDays: number): Promise<FeedPosition> {
   const event = await findEvent(reads, orgId, id);
   if (event) return { seq: event.sequence, occurredAt: event.occurredAt };
+  // the id's time is the API host's clock, the purge's is the events' (the database's, on
+  // Postgres): the same allowance for skew as the end-of-feed cursor
   const made = idCreatedAt(id, 'evt');
-  if (made !== undefined && made < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
+  if (made !== undefined && made < Date.parse(retentionCutoff(retentionDays)) + END_CURSOR_ALLOWANCE_MS) {
     throw new ApiError('CURSOR_EXPIRED', `The event afterEvent names is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
   }
   throw validationError(`afterEvent names no event of this organization: ${id}`, [{ path: '/query/afterEvent', message: 'is not the id of an event of this organization' }]);

@@ -1,3 +1,5 @@
+import { invalidField } from '../errors';
+
 /**
  * The geofence verdict of a check-in position (docs/architecture.md, "Users and check-ins"). Pure: no storage,
  * no clock. The flags annotate a check-in for a reviewer; they never reject it.
@@ -119,4 +121,16 @@ export function isImpossibleTravel(previous: PreviousLocation, current: Reported
   const seconds = Math.max(0, (Date.parse(reportedAt) - Date.parse(previous.capturedAt)) / 1000);
   if (seconds === 0) return true;
   return (covered / seconds) * 3.6 > IMPOSSIBLE_TRAVEL_KMH;
+}
+
+/**
+ * A change that sends both coordinates of a stored location must set both or clear both: one
+ * null and the other not is no position (a site's location, a user profile's last location).
+ */
+export function assertBothOrNeither(latitude: [name: string, value: number | null | undefined], longitude: [name: string, value: number | null | undefined]): void {
+  const [latName, lat] = latitude;
+  const [lngName, lng] = longitude;
+  if (lat === undefined || lng === undefined || (lat === null) === (lng === null)) return;
+  const [cleared, other] = lat === null ? [latName, lngName] : [lngName, latName];
+  throw invalidField(`/${cleared}`, `must not be null while ${other} is set: a location has both coordinates or neither`);
 }

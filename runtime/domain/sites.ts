@@ -1,5 +1,6 @@
 import { Knex } from 'knex';
-import { invalidField, notFound } from '../errors';
+import { notFound } from '../errors';
+import { assertBothOrNeither } from './geofence';
 import { assertTimeZone } from './timeZones';
 import { recordEvent, recordUpdate, tombstone } from './events';
 import * as sites from '../storage/repositories/sitesRepository';
@@ -24,14 +25,10 @@ export async function createSite(trx: Knex, orgId: string, body: SiteCreate): Pr
  */
 export async function updateSite(trx: Knex, orgId: string, id: string, changes: SiteUpdate): Promise<Site> {
   if (typeof changes.timezone === 'string') assertTimeZone(changes.timezone, '/timezone');
-  const { latitude, longitude } = changes;
-  if (latitude !== undefined && longitude !== undefined && (latitude === null) !== (longitude === null)) {
-    const cleared = latitude === null ? 'latitude' : 'longitude';
-    const other = latitude === null ? 'longitude' : 'latitude';
-    throw invalidField(`/${cleared}`, `must not be null while ${other} is set: a location has both coordinates or neither`);
-  }
   const before = await sites.findSiteForUpdate(trx, orgId, id);
-  if (!before || !(await sites.updateSite(trx, orgId, id, changes))) throw notFound('site', id);
+  if (!before) throw notFound('site', id);
+  assertBothOrNeither(['latitude', changes.latitude], ['longitude', changes.longitude]);
+  if (!(await sites.updateSite(trx, orgId, id, changes))) throw notFound('site', id);
   const after = (await sites.findSite(trx, orgId, id))!;
   await recordUpdate(trx, orgId, 'site.updated', before, after);
   return after;

@@ -4,6 +4,7 @@ import { UniqueViolation } from '../storage/databaseErrors';
 import * as users from '../storage/repositories/usersRepository';
 import type { CheckinLocation, StoredCoordinate, User, UserCreate, UserUpdate } from '../storage/repositories/usersRepository';
 import { recordEvent, recordUpdate } from './events';
+import { assertBothOrNeither } from './geofence';
 
 /**
  * Every write of a user profile made through the API. `trx` is the request's transaction; each
@@ -37,11 +38,7 @@ export async function updateUser(trx: Knex, orgId: string, id: string, changes: 
   if (!before) throw notFound('user profile', id);
   const lat = changes.lastLocationLat;
   const lng = changes.lastLocationLng;
-  if (lat !== undefined && lng !== undefined && (lat === null) !== (lng === null)) {
-    const cleared = lat === null ? 'lastLocationLat' : 'lastLocationLng';
-    const other = lat === null ? 'lastLocationLng' : 'lastLocationLat';
-    throw invalidField(`/${cleared}`, `must not be null while ${other} is set: a location has both coordinates or neither`);
-  }
+  assertBothOrNeither(['lastLocationLat', lat], ['lastLocationLng', lng]);
   // one coordinate sent alone: the other must be stored when it is set, and absent when it is cleared
   const onlySent = (lat === undefined) === (lng === undefined) ? undefined : lat !== undefined ? 'lastLocationLat' : 'lastLocationLng';
   const guard: StoredCoordinate | undefined = onlySent && {

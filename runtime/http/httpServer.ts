@@ -1,46 +1,56 @@
-import { randomUUID } from 'node:crypto';
-import http, { type RequestListener, type Server } from 'node:http';
-import type { Duplex } from 'node:stream';
+import http, { type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { ERROR_CODES, type ErrorCode } from '../errors';
+import { newRequestId } from '../ids';
 
-/**
- * The HTTP server the API listens with: `app` behind Node's parser, with the request timeouts
- * and the error answers below.
- */
-export function createHttpServer(app: RequestListener, { requestTimeoutSeconds }: { requestTimeoutSeconds: number }): Server {
-  // timeouts are checked every second (Node's default is every 30 s, on top of the timeout)
-  const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);
-  answerClientErrorsInJson(server, requestTimeoutSeconds);
-  return server;
+export interface HttpServerSettings {
+  requestTimeoutSeconds: number;
+  maxBodyBytes: number;
 }
 
 /**
- * Requests that never reach express: Node's HTTP parser refuses a malformed request line or
- * header, headers too large, or a request whose headers or body did not arrive within the
- * server's timeouts. Node's own answer is a bare status line; this one is the API's error body
- * (`{error, code, requestId}`, docs: README "Errors") with `Connection: close`.
+ * The HTTP server the API listens with: `app` behind Node's parser, with request timeouts and
+ * the API's error body for what never reaches `app`.
  *
- * Timeouts (REQUEST_TIMEOUT_SECONDS): the whole request, headers and body, must arrive within
- * it. Without them a client that stalls mid-body holds its connection for Node's default five
- * minutes and then gets a bare 408. The time to answer is not bounded here: a request that
- * arrived whole runs to its end.
+ * - Timeouts (REQUEST_TIMEOUT_SECONDS): a request's headers and body must arrive within it,
+ *   checked every second (Node's default: five minutes, checked every 30 s, then a bare 408).
+ *   The time to answer is not bounded: a request that arrived whole runs to its end.
+ * - Requests Node's parser refuses (malformed HTTP, headers over 16 KB) and the timeouts are
+ *   answered with `{error, code, requestId}` (README "Errors"), `X-Request-Id` and
+ *   `Connection: close`, then the connection is closed — where Node sends a bare status line.
+ * - A client that asks before sending its body (`Expect: 100-continue`, which curl and most
+ *   HTTP libraries send for large bodies) and declares more than MAX_BODY_BYTES gets 413 at once,
+ *   and never sends it. Without that header the body is read up to the limit before the 413
+ *   (closing on a body still arriving could reach the client as a reset, losing the answer), and
+ *   a client that stops sending gets the timeout's 408.
  */
-function answerClientErrorsInJson(server: Server, requestTimeoutSeconds: number): void {
-  server.requestTimeout = requestTimeoutSeconds * 1000;
-  server.headersTimeout = requestTimeoutSeconds * 1000;
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
-    if (!socket.writable || err.code === 'ECONNRESET') {
+export function createHttpServer(app: RequestListener, settings: HttpServerSettings): Server {
+  const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);
+  server.requestTimeout = settings.requestTimeoutSeconds * 1000;
+  server.headersTimeout = settings.requestTimeoutSeconds * 1000;
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    // as Node's own handler: nothing is written into a response already under way
+    const inFlight = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+    if (!socket.writable || err.code === 'ECONNRESET' || inFlight?.headersSent) {
       socket.destroy();
       return;
     }
-    const [code, message] = describe(err, requestTimeoutSeconds);
-    const body = JSON.stringify({ error: message, code, requestId: `req_${randomUUID().replace(/-/g, '').slice(0, 20)}` });
-    const status = ERROR_CODES[code];
-    socket.end(
-      `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
+    const [code, message] = describe(err, settings.requestTimeoutSeconds);
+    socket.write(rawErrorAnswer(code, message));
+    socket.destroySoon(); // once written: a client that never closes its side does not keep the connection
   });
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (Number(req.headers['content-length']) > settings.maxBodyBytes) {
+      const requestId = newRequestId();
+      const body = errorBody('PAYLOAD_TOO_LARGE', `Request body is larger than ${settings.maxBodyBytes} bytes`, requestId);
+      res.writeHead(413, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': requestId, Connection: 'close' });
+      res.end(body);
+      return;
+    }
+    res.writeContinue();
+    server.emit('request', req, res);
+  });
+  return server;
 }
 
 function describe(err: NodeJS.ErrnoException, requestTimeoutSeconds: number): [ErrorCode, string] {
@@ -52,6 +62,19 @@ function describe(err: NodeJS.ErrnoException, requestTimeoutSeconds: number): [E
     default:
       return ['VALIDATION_ERROR', 'The request is not well-formed HTTP/1.1'];
   }
+}
+
+function errorBody(code: ErrorCode, message: string, requestId: string): string {
+  return JSON.stringify({ error: message, code, requestId });
+}
+
+/** A whole HTTP/1.1 error answer, for a socket no response object owns. */
+function rawErrorAnswer(code: ErrorCode, message: string): string {
+  const requestId = newRequestId();
+  const body = errorBody(code, message, requestId);
+  const status = ERROR_CODES[code];
+  return `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
 }
 
 const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };

@@ -17,14 +17,8 @@ export async function readJsonBody(req: Request, res: Response, maxBodyBytes: nu
   }
   // JSON between systems is UTF-8 (RFC 8259 §8.1): any other declared charset is refused alike
   const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers['content-type'] ?? '')?.[1].toLowerCase();
-  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+  if (charset !== undefined && charset !== 'utf-8') {
     throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Request body must be UTF-8 JSON (got charset=${charset})`);
-  }
-  // a declared length over the limit is answered at once: reading (or draining) a body that will
-  // be refused anyway lets a client that sends it slowly hold the connection; it is closed instead
-  if (Number(req.headers['content-length']) > maxBodyBytes) {
-    res.set('Connection', 'close');
-    throw new ApiError('PAYLOAD_TOO_LARGE', `Request body is larger than ${maxBodyBytes} bytes`);
   }
   let parser = parsers.get(maxBodyBytes);
   if (!parser) {

@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { randomUUID } from 'node:crypto';
+import { newRequestId } from '../ids';
 import { startContext } from './requestContext';
 
 /**
@@ -11,7 +11,7 @@ import { startContext } from './requestContext';
 export function requestLog(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const started = process.hrtime.bigint();
-    const requestId = `req_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
+    const requestId = newRequestId();
     const context = startContext(res, { requestId, log: logger });
     res.setHeader('X-Request-Id', requestId);
     res.on('finish', () => {

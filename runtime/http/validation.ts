@@ -28,12 +28,12 @@ export function validateOrThrow<T>(validate: ValidateFunction, data: T, prefix: 
  * would also read `0x10` as 16 and ` 5`, `+5` or `1e1` as numbers.
  */
 export function validateQueryOrThrow<T extends Record<string, unknown>>(validate: ValidateFunction, raw: T, rawQueryString = ''): T {
-  // the query parser turns a percent-escape that is not UTF-8 (`%FF`) into U+FFFD; a path is
-  // refused for it, and so is a query
+  // the query parser turns a percent-escape that is not UTF-8 (`%FF`) into U+FFFD, and keeps a
+  // malformed one (`%`, `%ZZ`) as text; a path is refused for either, and so is a query
   try {
     decodeURIComponent(rawQueryString.replace(/\+/g, ' '));
   } catch {
-    const detail = { path: '/query', message: 'has a percent-escape that is not UTF-8' };
+    const detail = { path: '/query', message: 'has a malformed percent-escape, or one that is not UTF-8' };
     throw new ApiError('VALIDATION_ERROR', 'The query string has a malformed percent-encoding', [detail]);
   }
   const query = validateOrThrow(validate, { ...raw }, '/query');

@@ -121,7 +121,8 @@ async function stop(child: ChildProcess, exited: Promise<void>): Promise<void> {
   }
 }
 
-function freePort(): Promise<number> {
+/** A port no one listens on now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = net.createServer();
     probe.unref();

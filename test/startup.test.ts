@@ -127,4 +127,24 @@ describe('npm start on a port in use', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('with WEB_CONCURRENCY=2 too: the workers cannot listen, the primary stops, and the first key is still shown once', async () => {
+    const net = await import('node:net');
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as { port: number }).port;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-port-'));
+    try {
+      const result = await promisify(execFile)(TSX, ['runtime/main.ts'], {
+        cwd: ROOT, env: { ...process.env, PORT: String(port), WEB_CONCURRENCY: '2', DATABASE_URL: `sqlite:${path.join(dir, 'db.sqlite')}` }, timeout: 30000,
+      }).catch((e) => e);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`Cannot listen on 127.0.0.1:${port}: bind EADDRINUSE`); // a cluster worker binds through the primary
+      expect(result.stdout).not.toMatch(/Try it|curl/);
+      expect(result.stdout.match(/It is shown only this once:\n\n  fop_\S+\n/g)).toHaveLength(1);
+    } finally {
+      blocker.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

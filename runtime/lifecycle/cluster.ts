@@ -13,8 +13,11 @@ export function runPrimary(options: {
   workers: number;
   logger: Logger;
   shutdownTimeoutSeconds: number;
-  /** Called once, with the port, when the first worker listens (prints the bootstrap key). */
-  onFirstListening(port: number): void;
+  /**
+   * Called once, with the port, when the first worker listens (prints the bootstrap key); or,
+   * with undefined, when a worker exits before any listened (the key is valid all the same).
+   */
+  onFirstListening(port: number | undefined): void;
 }): void {
   const { logger } = options;
   serveClusterMetrics();
@@ -35,6 +38,8 @@ export function runPrimary(options: {
     }
     if (!announced) {
       // no worker ever listened (the port is taken, the configuration is refused): replacing it would loop
+      announced = true;
+      options.onFirstListening(undefined);
       logger.error({ workerPid: worker.process.pid, code, signal }, 'a worker exited before listening; stopping');
       process.exit(code || 1);
     }

@@ -120,6 +120,19 @@ describeEachDatabase('hostile input', (t) => {
     await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json; charset=UTF-8').send('{"name":"Charset ok"}').expect(201);
   });
 
+  it('a body that does not decompress as its Content-Encoding says, or an encoding not supported', async () => {
+    for (const encoding of ['gzip', 'deflate', 'br']) {
+      const res = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json').set('Content-Encoding', encoding).send('{"name":"plain"}').expect(400);
+      expect(res.body).toEqual(anError('INVALID_JSON', { error: `Request body is not ${encoding} data, as its Content-Encoding says` }));
+    }
+    const compress = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json').set('Content-Encoding', 'compress').send('{"name":"plain"}').expect(415);
+    expect(compress.body).toEqual(anError('UNSUPPORTED_MEDIA_TYPE', { error: 'Content-Encoding compress is not supported: send gzip, deflate, br or none' }));
+    const zipped = (await import('node:zlib')).gzipSync('{"name":"Zipped"}');
+    const ok = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json').set('Content-Encoding', 'gzip')
+      .serialize((b: Buffer) => b as unknown as string).send(zipped as any).expect(201);
+    expect(ok.body.name).toBe('Zipped');
+  });
+
   it('a malformed percent-encoding in the path', async () => {
     const res = await t.http.get('/v1/users/%ZZ').set('Authorization', t.auth).expect(400);
     expect(res.body).toEqual(anError('VALIDATION_ERROR', { error: 'The URL has a malformed percent-encoding' }));

@@ -29,7 +29,7 @@ export async function readJsonBody(req: Request, res: Response, maxBodyBytes: nu
     parsers.set(maxBodyBytes, parser);
   }
   await new Promise<void>((resolve, reject) => {
-    parser!(req, res, (err?: unknown) => (err ? reject(translateBodyError(err, maxBodyBytes)) : resolve()));
+    parser!(req, res, (err?: unknown) => (err ? reject(translateBodyError(err, maxBodyBytes, req.headers['content-encoding'])) : resolve()));
   });
   return req.body;
 }
@@ -40,7 +40,7 @@ function refuseInvalidUtf8(_req: unknown, _res: unknown, buf: Buffer, encoding: 
   if (encoding.toLowerCase().replace('-', '') === 'utf8' && !isUtf8(buf)) throw new InvalidUtf8Error();
 }
 
-function translateBodyError(err: unknown, maxBodyBytes: number): ApiError {
+function translateBodyError(err: unknown, maxBodyBytes: number, contentEncoding: string | undefined): ApiError {
   if (err instanceof InvalidUtf8Error || (err as { type?: string }).type === 'entity.verify.failed') {
     return new ApiError('INVALID_JSON', 'Request body is not valid UTF-8 (send JSON text encoded as UTF-8)');
   }
@@ -51,9 +51,14 @@ function translateBodyError(err: unknown, maxBodyBytes: number): ApiError {
     case 'entity.parse.failed':
       return new ApiError('INVALID_JSON', 'Request body is not valid JSON');
     case 'encoding.unsupported':
+      return new ApiError('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${contentEncoding} is not supported: send gzip, deflate, br or none`);
     case 'charset.unsupported':
       return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'Request body must be UTF-8 JSON');
     default:
+      // a body that does not decompress as its Content-Encoding says (zlib's and brotli's errors carry no type)
+      if (contentEncoding !== undefined && contentEncoding !== 'identity') {
+        return new ApiError('INVALID_JSON', `Request body is not ${contentEncoding} data, as its Content-Encoding says`);
+      }
       return new ApiError('VALIDATION_ERROR', 'Request body could not be read');
   }
 }

@@ -2730,7 +2730,7 @@ export interface components {
         Id: string;
         /** @description Page size, 1 to 500. */
         Limit: number;
-        /** @description The `nextCursor` of the previous page (opaque). */
+        /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
         Cursor: string;
         /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
         IdempotencyKey: string;
@@ -2782,7 +2782,7 @@ export interface operations {
                 status?: components["schemas"]["AssetStatus"];
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -3054,7 +3054,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
                 siteId?: string;
                 assigneeUserId?: string;
@@ -3335,7 +3335,7 @@ export interface operations {
                 templateId?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -3402,7 +3402,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Only check-ins of this external user identity. */
                 userId?: string;
@@ -3897,7 +3897,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -3953,7 +3953,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -4019,7 +4019,7 @@ export interface operations {
                 status?: components["schemas"]["WebhookSubscriptionStatus"];
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -4383,7 +4383,7 @@ export interface operations {
                 status?: components["schemas"]["WebhookDeliveryStatus"];
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -4621,7 +4621,7 @@ export interface operations {
                 assigneeUserId?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -4872,7 +4872,7 @@ export interface operations {
                 entityId: components["schemas"]["LogEntityId"];
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -5036,7 +5036,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
                 status?: components["schemas"]["RunStatus"];
                 siteId?: string;
@@ -5480,7 +5480,7 @@ export interface operations {
                 metric?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -5691,7 +5691,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -5951,7 +5951,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -6335,7 +6335,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque). */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, or of other filters, answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Only the profile of this external user identity (at most one). */
                 userId?: string;

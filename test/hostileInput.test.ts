@@ -159,6 +159,31 @@ describeEachDatabase('hostile input', (t) => {
 });
 
 describeEachDatabase('hostile input: calendar cursor', (t) => {
+  it('a cursor given to another list, or to the same list with other filters, is refused; another limit is fine', async () => {
+    for (let i = 0; i < 3; i++) {
+      await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: `Paged ${i}` }).expect(201);
+      await t.http.post('/v1/checkins').set('Authorization', t.auth).send({ userId: `auth0|paged-${i}`, siteId: 'site_paged' }).expect(201);
+    }
+    const refusal = anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'was issued for another list or other filters: pass it back to the same operation with the same filters' }] });
+    const sites = (await t.http.get('/v1/sites?limit=1').set('Authorization', t.auth).expect(200)).body;
+    expect((await t.http.get(`/v1/checkins?limit=1&cursor=${sites.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);
+    expect((await t.http.get(`/v1/sites?limit=2&cursor=${sites.nextCursor}`).set('Authorization', t.auth).expect(200)).body.data).toHaveLength(2);
+
+    const filtered = (await t.http.get('/v1/checkins?limit=1&status=pre_checkin').set('Authorization', t.auth).expect(200)).body;
+    expect((await t.http.get(`/v1/checkins?limit=1&status=active&cursor=${filtered.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);
+    expect((await t.http.get(`/v1/checkins?limit=1&cursor=${filtered.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);
+    await t.http.get(`/v1/checkins?status=pre_checkin&limit=5&cursor=${filtered.nextCursor}`).set('Authorization', t.auth).expect(200);
+
+    // the calendar's window is one of its filters
+    const template = (await t.http.post('/v1/templates').set('Authorization', t.auth).send({ name: 'Paged', items: [{ id: 'a', label: 'a', type: 'text' }] }).expect(201)).body;
+    const site = (await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: 'Calendar paged' }).expect(201)).body;
+    await t.http.post('/v1/schedules').set('Authorization', t.auth).send({ templateId: template.id, siteId: site.id, timezone: 'UTC', startsAt: '2026-11-02T09:00:00', durationMinutes: 30, recurrence: 'FREQ=DAILY' }).expect(201);
+    const november = (await t.http.get('/v1/calendar/occurrences?from=2026-11-02T00:00:00Z&to=2026-11-30T00:00:00Z&limit=2').set('Authorization', t.auth).expect(200)).body;
+    expect((await t.http.get(`/v1/calendar/occurrences?from=2020-01-01T00:00:00Z&to=2020-02-01T00:00:00Z&cursor=${november.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);
+    const next = (await t.http.get(`/v1/calendar/occurrences?from=2026-11-02T00:00:00Z&to=2026-11-30T00:00:00Z&limit=2&cursor=${november.nextCursor}`).set('Authorization', t.auth).expect(200)).body;
+    expect(next.data.map((o: { startAt: string }) => o.startAt)).toEqual(['2026-11-04T09:00:00.000Z', '2026-11-05T09:00:00.000Z']);
+  });
+
   it('a tampered occurrence cursor', async () => {
     const window = 'from=2026-11-01T00:00:00Z&to=2026-11-30T00:00:00Z';
     for (const values of [['not a time', 'sch_x'], [1, 'sch_x'], ['2026-11-01T00:00:00.000Z']]) {

@@ -12,6 +12,7 @@ import { fingerprint, IDEMPOTENCY_HEADER, readIdempotencyKey } from '../idempote
 import { runWrite } from '../idempotency/writes';
 import { readJsonBody } from './jsonBody';
 import { validateOrThrow, validateQueryOrThrow } from './validation';
+import { bindCursor, unbindCursor } from './cursorBinding';
 import { contextOf } from './requestContext';
 
 export interface PipelineDeps {
@@ -52,7 +53,13 @@ export async function runOperation(
   const v = validators[operationId];
   const path = validateOrThrow(v.path, { ...params }, '/path');
   const queryAt = req.originalUrl.indexOf('?');
-  const query = validateQueryOrThrow(v.query, req.query as Record<string, unknown>, queryAt < 0 ? '' : req.originalUrl.slice(queryAt + 1));
+  const sent = req.query as Record<string, unknown>;
+  const paged = op.queryParams.includes('cursor');
+  const query = validateQueryOrThrow(
+    v.query,
+    paged && typeof sent.cursor === 'string' ? { ...sent, cursor: unbindCursor(operationId, sent, sent.cursor) } : sent,
+    queryAt < 0 ? '' : req.originalUrl.slice(queryAt + 1),
+  );
   let body: unknown;
   if (v.body) {
     if (rawBody === undefined) throw new ApiError('VALIDATION_ERROR', 'This operation needs a JSON request body', [{ path: '', message: 'is required' }]);
@@ -64,7 +71,10 @@ export async function runOperation(
 
   if (!isWrite) {
     if (handler.prepare) throw new Error(`${operationId} is a read: a handler's prepare step is for writes only (http/handler.ts)`);
-    return send(res, await handler({ ...input, db: deps.db, prepared: undefined }));
+    const reply = await handler({ ...input, db: deps.db, prepared: undefined });
+    const page = reply.body as { nextCursor?: unknown } | undefined;
+    if (paged && typeof page?.nextCursor === 'string') page.nextCursor = bindCursor(operationId, sent, page.nextCursor);
+    return send(res, reply);
   }
   const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.keyId, key: idempotencyKey, fingerprint: requestFingerprint };
   // a handler's `prepare` (http/handler.ts) runs outside the transaction, before it begins

@@ -1,0 +1,32 @@
+import { createHash } from 'node:crypto';
+import { ApiError } from '../errors';
+import type { OperationId } from '../../generated/operations';
+
+/**
+ * A list's cursor names a position in that list's order (storage/pagination.ts, the calendar):
+ * given to another list, or to the same list with other filters, it would point at an unrelated
+ * place, and the walk would skip or repeat items without a word. So the cursor a page answers
+ * carries, after a dot, a digest of the operation and its filters (every query parameter but
+ * `cursor` and `limit`, as sent); a cursor passed back is checked against the request's own
+ * and refused when they differ. `limit` may change from page to page. A cursor without the
+ * digest (issued before it existed) is taken as it is.
+ */
+export function unbindCursor(operationId: OperationId, query: Record<string, unknown>, cursor: string): string {
+  const dot = cursor.lastIndexOf('.');
+  if (dot < 0) return cursor;
+  if (cursor.slice(dot + 1) !== digestOf(operationId, query)) {
+    const detail = { path: '/query/cursor', message: 'was issued for another list or other filters: pass it back to the same operation with the same filters' };
+    throw new ApiError('VALIDATION_ERROR', `${detail.path} ${detail.message}`, [detail]);
+  }
+  return cursor.slice(0, dot);
+}
+
+/** The cursor to answer for a page of `operationId` read with `query`. */
+export function bindCursor(operationId: OperationId, query: Record<string, unknown>, cursor: string): string {
+  return `${cursor}.${digestOf(operationId, query)}`;
+}
+
+function digestOf(operationId: OperationId, query: Record<string, unknown>): string {
+  const filters = Object.keys(query).filter((name) => name !== 'cursor' && name !== 'limit').sort().map((name) => [name, query[name]]);
+  return createHash('sha256').update(JSON.stringify([operationId, filters])).digest('base64url').slice(0, 11);
+}

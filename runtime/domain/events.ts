@@ -6,7 +6,7 @@ import type { components } from '../../generated/types';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { committedReads } from '../storage/committedReads';
 import { ApiError, validationError } from '../errors';
-import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, type FeedPosition, findEvent, highestEventSeq, listEvents } from '../storage/repositories/eventsRepository';
+import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, type FeedPosition, findEvent, firstSeqAtOrAfter, highestEventSeq, listEvents } from '../storage/repositories/eventsRepository';
 import { deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
 import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
 import type { PurgeOptions } from '../periodic';
@@ -153,12 +153,13 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
     throw validationError('Pass either after (a cursor) or afterEvent (an event id), not both', [{ path: '/query/afterEvent', message: 'cannot be combined with after' }]);
   }
   const reads = committedReads(db); // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
-  const after = request.after !== undefined
+  let after = request.after !== undefined
     ? decodeFeedCursorOrThrow(request.after)
     : request.afterEvent !== undefined ? await positionOfEvent(reads, orgId, request.afterEvent, retentionDays) : undefined;
   if (after && Date.parse(after.occurredAt) < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
     throw new ApiError('CURSOR_EXPIRED', `The ${request.after !== undefined ? 'cursor' : 'event afterEvent names'} is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
   }
+  if (after === undefined) after = await startOfWalk(reads, orgId, retentionDays);
   // Both taken before the page is read. Every event committed after it occurred after `readAt`,
   // less the time a write is in flight and the skew between this host's clock and the one that
   // stamps events (the database's, on Postgres): END_CURSOR_ALLOWANCE_MS covers both. And every
@@ -176,6 +177,20 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
   const last = page.data[page.data.length - 1];
   const seq = Math.max(last?.sequence ?? 0, after?.seq ?? 0, highest);
   return { data: page.data, nextCursor: encodeFeedCursor({ seq, occurredAt: readAt }) };
+}
+
+/**
+ * Where a walk from the start begins: after the events that are older than the retention (the
+ * purge runs every few minutes, so some are still stored) or that will be within
+ * END_CURSOR_ALLOWANCE_MS. A page of them would end in a cursor the next request refuses with 410,
+ * and the walk, started again, would meet them again. undefined when there are none.
+ */
+async function startOfWalk(reads: Knex, orgId: string, retentionDays: number): Promise<FeedPosition | undefined> {
+  const edge = new Date(Date.parse(retentionCutoff(retentionDays)) + END_CURSOR_ALLOWANCE_MS).toISOString();
+  const first = await firstSeqAtOrAfter(reads, edge);
+  // none at or after the edge: whatever the organization has stored is about to go
+  if (first === undefined) return { seq: await highestEventSeq(reads, orgId), occurredAt: edge };
+  return first > 1 ? { seq: first - 1, occurredAt: edge } : undefined;
 }
 
 /**

@@ -159,6 +159,9 @@ const shiftIso = (iso: string, ms: number) => new Date(Date.parse(iso) + ms).toI
 export async function firstSeqAtOrAfter(db: Knex, time: string): Promise<number | undefined> {
   const firstFrom = async (seq: number): Promise<{ seq: number; occurred_at: string } | undefined> =>
     db('events').select('seq', 'occurred_at').where('seq', '>=', seq).orderBy('seq').first();
+  // most often every stored event is at or after `time` (the purge keeps up): one read says so
+  const oldest = await firstFrom(0);
+  if (oldest === undefined || oldest.occurred_at >= time) return oldest === undefined ? undefined : Number(oldest.seq);
   const highest: { seq: number } | undefined = await db('events').select('seq').orderBy('seq', 'desc').first();
   if (highest === undefined) return undefined;
   // every event below `low` occurred before `time`; the first event from `high` on, if any, at or after it

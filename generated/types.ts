@@ -1721,11 +1721,7 @@ export interface components {
             /** @description Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries. */
             id: string;
             type: components["schemas"]["EventType"];
-            /**
-             * Format: int64
-             * @description Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53.
-             */
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             occurredAt: components["schemas"]["Timestamp"];
             /** @description The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`. */
             data: {
@@ -1733,6 +1729,11 @@ export interface components {
             };
             changedFields?: components["schemas"]["ChangedFields"];
         };
+        /**
+         * Format: int64
+         * @description Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53.
+         */
+        EventSequence: number;
         EventList: {
             data: components["schemas"]["Event"][];
             /** @description Pass it as `after` for the next page. Always present: at the end of the feed it marks where to resume when new events arrive. */
@@ -1756,7 +1757,7 @@ export interface components {
             /** @constant */
             type: "site.created";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Site"];
         };
         SiteUpdatedWebhook: {
@@ -1765,7 +1766,7 @@ export interface components {
             /** @constant */
             type: "site.updated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Site"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1775,7 +1776,7 @@ export interface components {
             /** @constant */
             type: "site.deleted";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Tombstone"];
         };
         UserCreatedWebhook: {
@@ -1784,7 +1785,7 @@ export interface components {
             /** @constant */
             type: "user.created";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["User"];
         };
         UserUpdatedWebhook: {
@@ -1793,7 +1794,7 @@ export interface components {
             /** @constant */
             type: "user.updated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["User"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1803,7 +1804,7 @@ export interface components {
             /** @constant */
             type: "checkin.created";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Checkin"];
         };
         CheckinActivatedWebhook: {
@@ -1812,7 +1813,7 @@ export interface components {
             /** @constant */
             type: "checkin.activated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Checkin"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1822,7 +1823,7 @@ export interface components {
             /** @constant */
             type: "checkin.checked_out";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Checkin"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1832,7 +1833,7 @@ export interface components {
             /** @constant */
             type: "checkin.updated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Checkin"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1842,7 +1843,7 @@ export interface components {
             /** @constant */
             type: "log.created";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Log"];
         };
         SensorReadingsIngestedWebhook: {
@@ -1851,7 +1852,7 @@ export interface components {
             /** @constant */
             type: "sensor_readings.ingested";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["SensorReadingsIngested"];
         };
         AssetCreatedWebhook: {
@@ -1860,7 +1861,7 @@ export interface components {
             /** @constant */
             type: "asset.created";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Asset"];
         };
         AssetUpdatedWebhook: {
@@ -1869,7 +1870,7 @@ export interface components {
             /** @constant */
             type: "asset.updated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Asset"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1879,7 +1880,7 @@ export interface components {
             /** @constant */
             type: "asset.deleted";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Tombstone"];
         };
         IssueCreatedWebhook: {
@@ -1888,7 +1889,7 @@ export interface components {
             /** @constant */
             type: "issue.created";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Issue"];
         };
         IssueUpdatedWebhook: {
@@ -1897,7 +1898,7 @@ export interface components {
             /** @constant */
             type: "issue.updated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Issue"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1907,7 +1908,7 @@ export interface components {
             /** @constant */
             type: "issue.resolved";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Issue"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1917,7 +1918,7 @@ export interface components {
             /** @constant */
             type: "issue.closed";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Issue"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1927,7 +1928,7 @@ export interface components {
             /** @constant */
             type: "template.created";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Template"];
         };
         TemplateUpdatedWebhook: {
@@ -1936,7 +1937,7 @@ export interface components {
             /** @constant */
             type: "template.updated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Template"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1946,7 +1947,7 @@ export interface components {
             /** @constant */
             type: "template.deleted";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Tombstone"];
         };
         RunStartedWebhook: {
@@ -1955,7 +1956,7 @@ export interface components {
             /** @constant */
             type: "run.started";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Run"];
         };
         RunUpdatedWebhook: {
@@ -1964,7 +1965,7 @@ export interface components {
             /** @constant */
             type: "run.updated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Run"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1974,7 +1975,7 @@ export interface components {
             /** @constant */
             type: "run.completed";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Run"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -1984,7 +1985,7 @@ export interface components {
             /** @constant */
             type: "schedule.created";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Schedule"];
         };
         ScheduleUpdatedWebhook: {
@@ -1993,7 +1994,7 @@ export interface components {
             /** @constant */
             type: "schedule.updated";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Schedule"];
             changedFields: components["schemas"]["ChangedFields"];
         };
@@ -2003,7 +2004,7 @@ export interface components {
             /** @constant */
             type: "schedule.deleted";
             timestamp: components["schemas"]["Timestamp"];
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Tombstone"];
         };
         IntegrationAction: {
@@ -2038,11 +2039,7 @@ export interface components {
             id: string;
             type: components["schemas"]["EventType"];
             timestamp: components["schemas"]["Timestamp"];
-            /**
-             * Format: int64
-             * @description The event's `sequence` (a 64-bit integer).
-             */
-            sequence: number;
+            sequence: components["schemas"]["EventSequence"];
             /** @description The resource after the change, as the API returns it, or a tombstone for a deletion. */
             data: {
                 [key: string]: unknown;

@@ -17,10 +17,15 @@ describe('event types: one source', () => {
     expect([...doc.components.schemas.EventType.enum].sort()).toEqual([...EVENT_TYPES]);
     expect(Object.keys(doc.webhooks).sort()).toEqual([...EVENT_TYPES]);
     expect(Object.keys((openapiSdk as any)['x-webhooks']).sort()).toEqual([...EVENT_TYPES]);
+    const resolve = (schema: any) => (schema.$ref ? doc.components.schemas[schema.$ref.split('/').pop()] : schema);
     for (const type of EVENT_TYPES) {
       const body = doc.webhooks[type].post.requestBody.content['application/json'];
       expect(body.example.type).toBe(type);
+      // a typed SDK must read `sequence` as 64 bits in every delivered shape, as in the feed
+      expect({ type, sequence: resolve(resolve(body.schema).properties.sequence) }).toMatchObject({ type, sequence: { type: 'integer', format: 'int64' } });
     }
+    expect(resolve(doc.components.schemas.Event.properties.sequence).format).toBe('int64');
+    expect(resolve(doc.components.schemas.IntegrationEvent.properties.sequence).format).toBe('int64');
   });
 
   it('changedFields names the fields whose value differs, deeply, without updatedAt', () => {

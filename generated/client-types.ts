@@ -376,7 +376,7 @@ export interface paths {
         head?: never;
         /**
          * Pause or resume a webhook subscription
-         * @description `paused` stops deliveries; events keep being queued and go out on `active` (within the event retention). Setting `active` also re-enables a `disabled` subscription and sends the deliveries it still held when it was disabled; events recorded while it was disabled were not queued for it: replay their window (`POST …/replays`) or read them from `GET /v1/events`.
+         * @description `paused` stops deliveries; events keep being queued and go out on `active` (within the event retention). Setting `active` also re-enables a `disabled` subscription and sends again, each with a new retry schedule, every delivery made since its last success that was not delivered: those it held, and those given up (the one that failed its whole schedule or was answered 410 among them); events recorded while it was disabled were not queued for it: replay their window (`POST …/replays`) or read them from `GET /v1/events`.
          */
         patch: operations["updateIntegrationSubscription"];
         trace?: never;

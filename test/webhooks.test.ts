@@ -157,14 +157,22 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(receiver.received.some((r) => r.path === '/gone' && JSON.parse(r.body).data.id === whileDisabled.id)).toBe(true);
   });
 
-  it('disables a subscription whose whole retry schedule failed (failing), the delivery abandoned', async () => {
+  it('disables a subscription whose whole retry schedule failed (failing), the delivery abandoned; re-enabled, it sends that one again with a new schedule', async () => {
     const { auth, subscription } = await setup('/down', 'checkin.created');
-    receiver.answer((req) => (req.path === '/down' ? { status: 500, body: 'down' } : { status: 200, body: 'ok' }));
-    await checkin(auth);
+    let down = true;
+    receiver.answer((req) => (req.path === '/down' && down ? { status: 500, body: 'down' } : { status: 200, body: 'ok' }));
+    const created = await checkin(auth);
     const [delivery] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'abandoned');
     expect(delivery).toMatchObject({ attempts: 3, lastResponseStatus: 500, lastResponseExcerpt: 'down', nextAttemptAt: null });
     const res = await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200);
     expect(res.body).toMatchObject({ status: 'disabled', disabledReason: 'failing' });
+
+    down = false;
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    const [sent] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    expect(sent).toMatchObject({ id: delivery.id, attempts: 1, lastResponseStatus: 200 });
+    const received = receiver.received.filter((r) => r.path === '/down').map((r) => JSON.parse(r.body).data.id);
+    expect(received).toEqual([created.id, created.id, created.id, created.id]);
   });
 
   it('a receiver down past the whole schedule catches up from the feed after the last webhook-id it processed, losing nothing', async () => {

@@ -18,7 +18,7 @@ import {
   WebhookSubscription,
   WebhookSubscriptionRow,
 } from '../storage/repositories/webhookSubscriptionsRepository';
-import { findDeliveryRow, insertReplayDeliveries, makeDeliveryDueNow, toDelivery, WebhookDelivery } from '../storage/repositories/webhookDeliveriesRepository';
+import { findDeliveryRow, insertReplayDeliveries, makeDeliveryDueNow, requeueUndelivered, toDelivery, WebhookDelivery } from '../storage/repositories/webhookDeliveriesRepository';
 
 /**
  * The writes of webhook subscriptions (REST hooks) and of their deliveries: target rules,
@@ -101,15 +101,20 @@ export async function getSubscription(db: Knex, orgId: string, partner: string, 
 }
 
 /**
- * Pauses or resumes; `active` also re-enables a disabled subscription: the deliveries it still held
- * then go out. Events recorded while it was disabled were never queued for it (recording queues for
- * active and paused subscriptions only); docs/webhooks.md tells receivers to replay that window.
+ * Pauses or resumes; `active` also re-enables a disabled subscription. Re-enabled, it sends again,
+ * each with a whole new retry schedule, every delivery made since its last success that was not
+ * delivered: those it held, and those given up — among them the one whose failed schedule
+ * disabled it, or the one answered 410. Events recorded while it was disabled were never queued
+ * for it (recording queues for active and paused subscriptions only); docs/webhooks.md tells
+ * receivers to replay that window or walk the feed.
  */
 export async function setSubscriptionStatus(db: Knex, orgId: string, partner: string, id: string, status: 'active' | 'paused'): Promise<WebhookSubscription> {
   const row = await subscriptionRow(db, orgId, partner, id);
   if (row.status === status) return toSubscription(row);
-  const changes = { status, disabled_reason: null, updated_at: nowIso() };
+  const now = nowIso();
+  const changes = { status, disabled_reason: null, updated_at: now };
   await updateSubscriptionRow(db, orgId, id, changes);
+  if (row.status === 'disabled' && status === 'active') await requeueUndelivered(db, id, row.last_success_at, now);
   return toSubscription({ ...row, ...changes });
 }
 

@@ -163,6 +163,16 @@ export async function makeDeliveryDueNow(db: Knex, id: string, now: string): Pro
   await db('webhook_deliveries').where({ id }).update({ status: 'pending', attempts: 0, next_attempt_at: now, lease_until: null, lease_token: null, updated_at: now });
 }
 
+/**
+ * Makes every delivery of a subscription not yet delivered — held, waiting for a retry, or given
+ * up — created at or after `since` (all when null) due now with a fresh count of attempts.
+ */
+export async function requeueUndelivered(db: Knex, subscriptionId: string, since: string | null, now: string): Promise<number> {
+  const query = db('webhook_deliveries').where({ subscription_id: subscriptionId }).whereIn('status', ['pending', 'failed', 'abandoned']);
+  if (since !== null) query.where('created_at', '>=', since);
+  return query.update({ status: 'pending', attempts: 0, next_attempt_at: now, lease_until: null, lease_token: null, updated_at: now });
+}
+
 /** A claimed delivery with what sending it needs: the event and the subscription's target and secrets. */
 export interface ClaimedDelivery {
   delivery: WebhookDeliveryRow;

@@ -2115,7 +2115,7 @@ export interface components {
             /** @description The first 200 characters of the last answer's body (as UTF-8; control characters — U+0000–U+001F but tab and line breaks, U+007F–U+009F — shown as U+FFFD), or the error. */
             lastResponseExcerpt: string | null;
             lastAttemptAt: components["schemas"]["Timestamp"] | null;
-            /** @description When the next attempt is due; null when none is. */
+            /** @description When the next attempt is due; null when none is, and while the subscription is paused or disabled (its deliveries wait for it to be active). */
             nextAttemptAt: components["schemas"]["Timestamp"] | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];

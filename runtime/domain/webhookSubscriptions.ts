@@ -18,7 +18,8 @@ import {
   WebhookSubscription,
   WebhookSubscriptionRow,
 } from '../storage/repositories/webhookSubscriptionsRepository';
-import { findDeliveryRow, insertReplayDeliveries, makeDeliveryDueNow, requeueUndelivered, toDelivery, WebhookDelivery } from '../storage/repositories/webhookDeliveriesRepository';
+import { findDeliveryRow, insertReplayDeliveries, listDeliveries, makeDeliveryDueNow, requeueUndelivered, toDelivery, WebhookDelivery, type WebhookDeliveryFilters } from '../storage/repositories/webhookDeliveriesRepository';
+import type { Page, PageRequest } from '../cursor';
 
 /**
  * The writes of webhook subscriptions (REST hooks) and of their deliveries: target rules,
@@ -116,6 +117,19 @@ export async function setSubscriptionStatus(db: Knex, orgId: string, partner: st
   await updateSubscriptionRow(db, orgId, id, changes);
   if (row.status === 'disabled' && status === 'active') await requeueUndelivered(db, id, row.last_success_at, now);
   return toSubscription({ ...row, ...changes });
+}
+
+/**
+ * A subscription's deliveries. While it is paused or disabled nothing is due: `nextAttemptAt`
+ * is null then, whatever the delivery's own schedule says (it applies again once active).
+ */
+export async function listSubscriptionDeliveries(
+  db: Knex, orgId: string, partner: string, id: string, filters: WebhookDeliveryFilters, page: PageRequest,
+): Promise<Page<WebhookDelivery>> {
+  const subscription = await subscriptionRow(db, orgId, partner, id);
+  const listed = await listDeliveries(db, orgId, id, filters, page);
+  if (subscription.status === 'active') return listed;
+  return { ...listed, data: listed.data.map((delivery) => ({ ...delivery, nextAttemptAt: null })) };
 }
 
 export async function deleteSubscription(db: Knex, orgId: string, partner: string, id: string): Promise<void> {

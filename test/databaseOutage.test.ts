@@ -155,4 +155,29 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     expect(Number(n)).toBe(1);
     console.info(`database back → first successful retry of the cut write: ${Date.now() - restoredAt} ms`);
   });
+
+  it('SIGTERM while the network to Postgres passes nothing: the process exits 1 soon after SHUTDOWN_TIMEOUT_SECONDS, never held by a statement that will not end', async () => {
+    // a server of its own: this one is stopped by the test
+    const target = new URL(db.url);
+    const frozen = await CuttableProxy.start(target.hostname, Number(target.port || 5432));
+    const viaFrozen = new URL(db.url);
+    viaFrozen.host = `127.0.0.1:${frozen.port}`;
+    const doomed = await startServerProcess({ databaseUrl: viaFrozen.toString(), env: { SHUTDOWN_TIMEOUT_SECONDS: '1' } });
+    try {
+      await fetch(`${doomed.baseUrl}/v1/sites`, { headers: { Authorization: auth } }); // a pooled connection, open
+      frozen.freeze();
+      // a request whose statements wait on the frozen connection for ever
+      const stuck = fetch(`${doomed.baseUrl}/v1/sites`, { headers: { Authorization: auth }, signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 300));
+      process.kill(doomed.pid, 'SIGTERM');
+      const guard = new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 20_000).unref());
+      const outcome = await Promise.race([doomed.exited, guard]);
+      expect(outcome).toEqual({ code: 1, signal: null });
+      expect(doomed.output()).toContain('shutdown could not finish');
+      await stuck;
+    } finally {
+      await doomed.stop();
+      await frozen.close();
+    }
+  }, 40_000);
 });

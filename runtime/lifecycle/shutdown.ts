@@ -21,7 +21,8 @@ export interface ShutdownOptions {
 /**
  * SIGTERM/SIGINT: stop accepting connections, let the requests in flight finish, stop the
  * background work, close the database, exit 0. Requests still running after
- * SHUTDOWN_TIMEOUT_SECONDS are cut and the process exits 1. A second signal while draining
+ * SHUTDOWN_TIMEOUT_SECONDS are cut and the process exits 1; if even then something does not stop,
+ * it exits 1 HARD_STOP_GRACE_SECONDS later. A second signal while draining
  * changes nothing (Ctrl-C in a terminal signals every process of a cluster at once).
  */
 export function exitGracefullyOnSignals(options: ShutdownOptions): void {
@@ -47,6 +48,14 @@ async function drain(options: ShutdownOptions, signal: string): Promise<void> {
     server.closeAllConnections();
   }, options.timeoutSeconds * 1000);
   deadline.unref();
+  // the last resort: background work or the database that does not stop (a statement waiting on a
+  // database that stopped answering, which no connection closing here ends) cannot keep the
+  // process alive past the timeout and HARD_STOP_GRACE_SECONDS
+  const hardStop = setTimeout(() => {
+    logger.error({ timeoutSeconds: options.timeoutSeconds, graceSeconds: HARD_STOP_GRACE_SECONDS }, 'shutdown could not finish (background work or the database did not stop): exiting');
+    exit(1);
+  }, (options.timeoutSeconds + HARD_STOP_GRACE_SECONDS) * 1000);
+  hardStop.unref();
 
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   // close() stops accepting and drops idle keep-alive connections; a connection whose request
@@ -59,6 +68,10 @@ async function drain(options: ShutdownOptions, signal: string): Promise<void> {
   clearInterval(sweep);
   clearTimeout(deadline);
   await options.closeDatabase().catch((err) => logger.error({ err }, 'closing the database failed'));
+  clearTimeout(hardStop);
   logger.info({ timedOut }, 'stopped');
   exit(timedOut ? 1 : 0);
 }
+
+/** How long after SHUTDOWN_TIMEOUT_SECONDS a shutdown that could not finish gives up and exits 1. */
+export const HARD_STOP_GRACE_SECONDS = 5;

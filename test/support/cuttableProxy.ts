@@ -50,6 +50,25 @@ export class CuttableProxy {
     server.listen(this.port, '127.0.0.1');
   }
 
+  /**
+   * A network that stops passing anything, without closing: the connections stay open and carry
+   * nothing either way, and new ones are accepted and never answered.
+   */
+  freeze(): void {
+    for (const s of this.sockets) {
+      s.unpipe();
+      s.pause();
+    }
+    this.server?.close();
+    const server = net.createServer((client) => {
+      this.sockets.add(client);
+      client.on('close', () => this.sockets.delete(client));
+      client.on('error', () => undefined);
+    });
+    this.server = server;
+    server.listen(this.port, '127.0.0.1');
+  }
+
   restore(): Promise<void> {
     this.cut();
     return this.listen();

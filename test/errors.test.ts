@@ -1,3 +1,5 @@
+import http from 'node:http';
+import net from 'node:net';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { createApp } from '../runtime/http/app';
@@ -133,10 +135,44 @@ describeEachDatabase('errors', (t) => {
     const requests = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
     expect(requests).toEqual([expect.objectContaining({
       requestId: res.headers['x-request-id'], method: 'GET', route: '/v1/sites', operationId: 'listSites', status: 200,
-      durationMs: expect.any(Number), apiKeyId: expect.stringMatching(/^key_/),
+      durationMs: expect.any(Number), ip: expect.stringMatching(/127\.0\.0\.1$/), apiKeyId: expect.stringMatching(/^key_/),
       organizationId: expect.stringMatching(/^org_/), rateLimit: 'allowed',
     })]);
     expect(lines.join('')).not.toContain(t.auth.slice('Bearer '.length));
+  });
+});
+
+describeEachDatabase('a request the client abandons', (t) => {
+  it('is logged as aborted (no status) and counted as aborted, never as the 200 it did not get', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+    const app = createApp(loadConfig(TEST_ENV), { db: t.db.knex, logger: pino({ level: 'info' }, sink), purgeIntervalMs: 0 });
+    const server = http.createServer(app.app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as net.AddressInfo;
+      const metric = async () => {
+        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        return Number(/^http_requests_total\{operation="createSite",status="aborted"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+      };
+      const before = await metric();
+      // half a body, then the client goes away
+      const socket = net.connect(port, '127.0.0.1');
+      await new Promise((resolve) => socket.once('connect', resolve));
+      socket.write(`POST /v1/sites HTTP/1.1\r\nHost: x\r\nAuthorization: ${t.auth}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":"ha`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      socket.destroy();
+      let logged: any;
+      for (let i = 0; i < 50 && !logged; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        logged = lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'request' && l.aborted);
+      }
+      expect(logged).toMatchObject({ method: 'POST', operationId: 'createSite', status: null, aborted: true, requestId: expect.stringMatching(/^req_/) });
+      expect(await metric()).toBe(before + 1);
+    } finally {
+      server.close();
+      app.close();
+    }
   });
 });
 

@@ -12,7 +12,8 @@ export function requestMetrics() {
       if (done) return;
       done = true;
       metrics.inFlight.dec();
-      const labels = { operation: contextOf(res).operationId ?? 'none', status: String(res.statusCode) };
+      // closed before its answer was sent whole: not the status it never got (200 by default)
+      const labels = { operation: contextOf(res).operationId ?? 'none', status: res.writableFinished ? String(res.statusCode) : 'aborted' };
       end(labels);
       metrics.requests.inc(labels);
       if (res.getHeader('Idempotent-Replayed') === 'true') metrics.idempotentReplays.inc();

@@ -158,6 +158,11 @@ function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, fallback:
 }
 
 function databaseUrl(env: NodeJS.ProcessEnv): string {
+  // in production a forgotten (or misspelled) DATABASE_URL must not start a server on a new,
+  // empty SQLite file with a new first key
+  if (raw(env, 'DATABASE_URL') === undefined && env.NODE_ENV === 'production') {
+    throw new ConfigError('DATABASE_URL is required when NODE_ENV=production (the default, a SQLite file in ./data, is for development)');
+  }
   const value = raw(env, 'DATABASE_URL') ?? DEFAULT_DATABASE_URL;
   if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(value)) {
     throw new ConfigError(`DATABASE_URL=${JSON.stringify(value)} is invalid: expected sqlite:path/to/file.sqlite, sqlite:///absolute/path.sqlite or postgres://user@host:port/database`);

@@ -40,6 +40,7 @@ describe('configuration', () => {
     ['REDIS_URL', 'localhost:6379', 'REDIS_URL="localhost:6379" is invalid: expected redis://host:6379'],
     ['TRUST_PROXY', 'everyone', 'TRUST_PROXY contains "everyone"'],
     ['WEB_CONCURRENCY', '0', 'WEB_CONCURRENCY="0" is invalid: expected a whole number from 1 to 256'],
+    ['NODE_ENV', 'production', 'DATABASE_URL is required when NODE_ENV=production (the default, a SQLite file in ./data, is for development)'],
   ])('%s=%s is refused with a line naming it', (name, value, message) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);

@@ -180,4 +180,21 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
       await frozen.close();
     }
   }, 40_000);
+
+  it('a statement the database gives up on (statement_timeout set in DATABASE_URL, a table locked meanwhile) answers 503 with Retry-After, not 500', async () => {
+    const url = new URL(db.url);
+    url.searchParams.set('options', `${url.searchParams.get('options') ?? ''} -c statement_timeout=300`.trim());
+    const timed = await startServerProcess({ databaseUrl: url.toString() });
+    const holder = await db.knex.transaction();
+    try {
+      await holder.raw('lock table sites in access exclusive mode');
+      const res = await fetch(`${timed.baseUrl}/v1/sites`, { headers: { Authorization: auth }, signal: AbortSignal.timeout(10_000) });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
+      expect(((await res.json()) as { code: string }).code).toBe('SERVICE_UNAVAILABLE');
+    } finally {
+      await holder.rollback();
+      await timed.stop();
+    }
+  });
 });

@@ -1,7 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { ApiError, errorBody, validationError } from '../errors';
 import { MalformedCursorError } from '../cursor';
-import { isDatabaseUnavailable } from '../storage/databaseErrors';
+import { isDatabaseBusy, isDatabaseUnavailable } from '../storage/databaseErrors';
 import { contextOf } from './requestContext';
 
 /** Seconds a client is asked to wait before retrying while the database is unreachable. */
@@ -31,6 +31,11 @@ function toApiError(err: unknown): ApiError {
   if (err instanceof MalformedCursorError) return validationError(err.message, [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
   if (isDatabaseUnavailable(err)) {
     return new ApiError('SERVICE_UNAVAILABLE', 'The database is unreachable; retry later (with the same Idempotency-Key for a write)', undefined, {
+      'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
+    });
+  }
+  if (isDatabaseBusy(err)) {
+    return new ApiError('SERVICE_UNAVAILABLE', 'The database could not finish the request in time; retry later (with the same Idempotency-Key for a write)', undefined, {
       'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
     });
   }

@@ -53,4 +53,16 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   return typeof e.message === 'string' && /Connection terminated|connection timeout|Client has encountered a connection error|Connection is closed|Connection ended unexpectedly|^timeout expired$/i.test(e.message);
 }
 
+/**
+ * True when the database gave up on the statement for now rather than refusing it: a statement
+ * or lock timeout (Postgres 57014, 55P03, set by the operator in DATABASE_URL), a serialization
+ * failure or a deadlock (40001, 40P01), SQLite's lock still held after its busy timeout. The
+ * transaction was rolled back whole, so the request is answered 503 and is safe to retry, as for
+ * an unreachable database.
+ */
+export function isDatabaseBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^(57014|55P03|40001|40P01|SQLITE_BUSY(_\w+)?)$/.test(code);
+}
+
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);

@@ -10,7 +10,7 @@
  */
 import { loadConfig } from '../runtime/config';
 import { openDatabase } from '../runtime/storage/database';
-import { migrateLatest } from '../runtime/storage/migrate';
+import { schemaBehind } from '../runtime/storage/migrate';
 import { ALL_SCOPES, createApiKey, listApiKeys, revokeApiKey, UnknownScopeError } from '../runtime/auth/apiKeys';
 
 const USAGE = `usage:
@@ -37,7 +37,8 @@ async function main(args: string[]): Promise<void> {
   }
   const database = openDatabase(loadConfig().databaseUrl);
   try {
-    await migrateLatest(database.knex);
+    const behind = await schemaBehind(database.knex);
+    if (behind) throw new Error(behind);
     if (command === 'create') {
       const scopes = option(rest, 'scopes');
       if (!scopes) throw new UsageError('create needs --scopes');

@@ -1,6 +1,7 @@
 import { ALL_SCOPES } from '../runtime/auth/apiKeys';
 import { describeEachDatabase, anError } from './support/testApp';
 import { runScript } from './support/scripts';
+import { startWorkerProcess, type WorkerProcess } from './support/workerProcess';
 
 /** `npm run keys -- …` as a user runs it, against the test database. */
 const keysCli = (databaseUrl: string, ...args: string[]) => runScript('keys.ts', args, databaseUrl);
@@ -66,4 +67,30 @@ describeEachDatabase('API keys', (t) => {
     expect([...fromContract].sort()).toEqual(ALL_SCOPES);
     expect(ALL_SCOPES).toEqual(expect.arrayContaining(['sites:read', 'sites:write']));
   });
+
+  it('the CLI and a separate delivery engine never migrate: the CLI refuses while a migration is pending, the engine waits for it', async () => {
+    // the database as an older version left it: the last migration not applied (its row taken out)
+    const last = await t.db.knex('knex_migrations').orderBy('id', 'desc').first();
+    await t.db.knex('knex_migrations').where({ id: last.id }).delete();
+    let worker: WorkerProcess | undefined;
+    try {
+      const refused = await keysCli(t.db.url, 'list');
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`the database's schema is behind this version (1 migration pending, from ${last.name.replace(/\.(ts|js)$/, '')}): run npm run migrate, or start the server, first`);
+      expect(await t.db.knex('knex_migrations').where({ name: last.name }).first()).toBeUndefined();
+
+      const waiting = startWorkerProcess(t.db.url);
+      let started = false;
+      void waiting.then(() => { started = true; }, () => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      expect(started).toBe(false); // still waiting, and it applied nothing
+      expect(await t.db.knex('knex_migrations').where({ name: last.name }).first()).toBeUndefined();
+      await t.db.knex('knex_migrations').insert(last); // what npm run migrate records
+      worker = await waiting;
+      expect(worker.output()).toContain('run npm run migrate, or start the server, first; waiting');
+    } finally {
+      if (!(await t.db.knex('knex_migrations').where({ name: last.name }).first())) await t.db.knex('knex_migrations').insert(last);
+      await worker?.stop();
+    }
+  }, 40_000);
 });

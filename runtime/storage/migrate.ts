@@ -42,6 +42,18 @@ export async function pendingMigrations(db: Knex): Promise<string[]> {
 }
 
 /**
+ * The message for a process that needs the schema current and does not migrate it (the key CLI,
+ * a separate delivery engine), or undefined when nothing is pending. Only the server (on start)
+ * and `npm run migrate` migrate: a migration may rewrite a large table under a lock, which an
+ * operator runs when they choose, not whenever a key is listed.
+ */
+export async function schemaBehind(db: Knex): Promise<string | undefined> {
+  const pending = await pendingMigrations(db);
+  if (!pending.length) return undefined;
+  return `the database's schema is behind this version (${pending.length} migration${pending.length === 1 ? '' : 's'} pending, from ${pending[0]}): run npm run migrate, or start the server, first`;
+}
+
+/**
  * Applies pending migrations one at a time up to and including `name`: for checking one
  * migration against the schema and data of the one before it (its tests), never for serving.
  */

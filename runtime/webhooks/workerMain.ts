@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { configOrExit } from '../config';
 import { openDatabase } from '../storage/database';
-import { migrateLatest } from '../storage/migrate';
+import { schemaBehind } from '../storage/migrate';
 import { startDeliveryWorker } from './deliveryWorker';
 
 /**
@@ -13,7 +13,14 @@ async function main(): Promise<void> {
   const config = configOrExit();
   const logger = pino({ level: config.logLevel });
   const database = openDatabase(config.databaseUrl);
-  await migrateLatest(database.knex);
+  // waits for the schema this version needs (the servers or `npm run migrate` bring it), without
+  // migrating itself: an engine restarted in the day must not start a migration meant for a window
+  for (let said = false; ; said = true) {
+    const behind = await schemaBehind(database.knex);
+    if (!behind) break;
+    if (!said) logger.warn(`${behind}; waiting`);
+    await new Promise((resolve) => setTimeout(resolve, SCHEMA_POLL_MS));
+  }
   const worker = startDeliveryWorker({ db: database.knex, settings: config, logger });
   logger.info({ database: database.dialect }, 'webhook delivery worker started');
   let stopping = false;
@@ -25,6 +32,8 @@ async function main(): Promise<void> {
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
 }
+
+const SCHEMA_POLL_MS = 5000;
 
 main().catch((err) => {
   console.error(err instanceof Error ? err.message : err);

@@ -107,7 +107,8 @@ describePostgres('npm start on a Postgres database that does not exist', () => {
 });
 
 describe('npm start on a port in use', () => {
-  it('stops with one line instead of a stack trace', async () => {
+  /** `npm start` on a port another program holds, on a new database, with `env`. */
+  async function startOnTakenPort(env: NodeJS.ProcessEnv = {}) {
     const net = await import('node:net');
     const blocker = net.createServer();
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
@@ -115,37 +116,30 @@ describe('npm start on a port in use', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-port-'));
     try {
       const result = await promisify(execFile)(TSX, ['runtime/main.ts'], {
-        cwd: ROOT, env: { ...process.env, PORT: String(port), DATABASE_URL: `sqlite:${path.join(dir, 'db.sqlite')}` }, timeout: 30000,
+        cwd: ROOT, env: { ...process.env, ...env, PORT: String(port), DATABASE_URL: `sqlite:${path.join(dir, 'db.sqlite')}` }, timeout: 30000,
       }).catch((e) => e);
-      expect(result.code).toBe(1);
-      expect(result.stderr.trim()).toBe(`Cannot listen on 127.0.0.1:${port}: listen EADDRINUSE: address already in use 127.0.0.1:${port} (set PORT or HOST)`);
-      // never claims to listen, nor offers a curl line to the port another program holds; the key
-      // this first start created stays valid, so it is shown once all the same
-      expect(result.stdout).not.toMatch(/listening|Try it|curl/);
-      expect(result.stdout).toMatch(/It is shown only this once:\n\n  fop_\S+\n/);
+      return { port, code: result.code as number, stdout: String(result.stdout), stderr: String(result.stderr) };
     } finally {
       blocker.close();
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  }
+
+  it('stops with one line instead of a stack trace', async () => {
+    const { port, ...result } = await startOnTakenPort();
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toBe(`Cannot listen on 127.0.0.1:${port}: listen EADDRINUSE: address already in use 127.0.0.1:${port} (set PORT or HOST)`);
+    // never claims to listen, nor offers a curl line to the port another program holds; the key
+    // this first start created stays valid, so it is shown once all the same
+    expect(result.stdout).not.toMatch(/listening|Try it|curl/);
+    expect(result.stdout).toMatch(/It is shown only this once:\n\n  fop_\S+\n/);
   });
 
   it('with WEB_CONCURRENCY=2 too: the workers cannot listen, the primary stops, and the first key is still shown once', async () => {
-    const net = await import('node:net');
-    const blocker = net.createServer();
-    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
-    const port = (blocker.address() as { port: number }).port;
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-port-'));
-    try {
-      const result = await promisify(execFile)(TSX, ['runtime/main.ts'], {
-        cwd: ROOT, env: { ...process.env, PORT: String(port), WEB_CONCURRENCY: '2', DATABASE_URL: `sqlite:${path.join(dir, 'db.sqlite')}` }, timeout: 30000,
-      }).catch((e) => e);
-      expect(result.code).toBe(1);
-      expect(result.stderr).toContain(`Cannot listen on 127.0.0.1:${port}: bind EADDRINUSE`); // a cluster worker binds through the primary
-      expect(result.stdout).not.toMatch(/Try it|curl/);
-      expect(result.stdout.match(/It is shown only this once:\n\n  fop_\S+\n/g)).toHaveLength(1);
-    } finally {
-      blocker.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    const { port, ...result } = await startOnTakenPort({ WEB_CONCURRENCY: '2' });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`Cannot listen on 127.0.0.1:${port}: bind EADDRINUSE`); // a cluster worker binds through the primary
+    expect(result.stdout).not.toMatch(/Try it|curl/);
+    expect(result.stdout.match(/It is shown only this once:\n\n  fop_\S+\n/g)).toHaveLength(1);
   });
 });

@@ -41,13 +41,7 @@ export class CuttableProxy {
   /** Drops every connection, then accepts new ones and never answers them (a host that hangs). */
   blackhole(): void {
     this.cut();
-    const server = net.createServer((client) => {
-      this.sockets.add(client);
-      client.on('close', () => this.sockets.delete(client));
-      client.on('error', () => undefined);
-    });
-    this.server = server;
-    server.listen(this.port, '127.0.0.1');
+    this.holdNewConnections();
   }
 
   /**
@@ -60,6 +54,11 @@ export class CuttableProxy {
       s.pause();
     }
     this.server?.close();
+    this.holdNewConnections();
+  }
+
+  /** Listens again on the same port, accepting connections and never answering them. */
+  private holdNewConnections(): void {
     const server = net.createServer((client) => {
       this.sockets.add(client);
       client.on('close', () => this.sockets.delete(client));

@@ -29,13 +29,11 @@ function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   // cursors arrive only as the `cursor` query parameter of list operations
   if (err instanceof MalformedCursorError) return validationError(err.message, [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }]);
-  if (isDatabaseUnavailable(err)) {
-    return new ApiError('SERVICE_UNAVAILABLE', 'The database is unreachable; retry later (with the same Idempotency-Key for a write)', undefined, {
-      'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
-    });
-  }
-  if (isDatabaseBusy(err)) {
-    return new ApiError('SERVICE_UNAVAILABLE', 'The database could not finish the request in time; retry later (with the same Idempotency-Key for a write)', undefined, {
+  // the database is unreachable, or gave up on the statement for now: nothing was done, retry
+  const unavailable = isDatabaseUnavailable(err);
+  if (unavailable || isDatabaseBusy(err)) {
+    const what = unavailable ? 'The database is unreachable' : 'The database could not finish the request in time';
+    return new ApiError('SERVICE_UNAVAILABLE', `${what}; retry later (with the same Idempotency-Key for a write)`, undefined, {
       'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
     });
   }

@@ -1,6 +1,6 @@
 import http, { type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { ERROR_CODES, type ErrorCode } from '../errors';
+import { ApiError, errorBody, type ErrorCode } from '../errors';
 import { newRequestId } from '../ids';
 
 export interface HttpServerSettings {
@@ -42,7 +42,7 @@ export function createHttpServer(app: RequestListener, settings: HttpServerSetti
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if (Number(req.headers['content-length']) > settings.maxBodyBytes) {
       const requestId = newRequestId();
-      const body = errorBody('PAYLOAD_TOO_LARGE', `Request body is larger than ${settings.maxBodyBytes} bytes`, requestId);
+      const body = JSON.stringify(errorBody(new ApiError('PAYLOAD_TOO_LARGE', `Request body is larger than ${settings.maxBodyBytes} bytes`), requestId));
       res.writeHead(413, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': requestId, Connection: 'close' });
       res.end(body);
       return;
@@ -64,15 +64,12 @@ function describe(err: NodeJS.ErrnoException, requestTimeoutSeconds: number): [E
   }
 }
 
-function errorBody(code: ErrorCode, message: string, requestId: string): string {
-  return JSON.stringify({ error: message, code, requestId });
-}
-
 /** A whole HTTP/1.1 error answer, for a socket no response object owns. */
 function rawErrorAnswer(code: ErrorCode, message: string): string {
   const requestId = newRequestId();
-  const body = errorBody(code, message, requestId);
-  const status = ERROR_CODES[code];
+  const error = new ApiError(code, message);
+  const body = JSON.stringify(errorBody(error, requestId));
+  const status = error.status;
   return `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
 }

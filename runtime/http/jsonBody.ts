@@ -34,18 +34,16 @@ export async function readJsonBody(req: Request, res: Response, maxBodyBytes: nu
   return req.body;
 }
 
-class InvalidUtf8Error extends Error {}
-
-function refuseInvalidUtf8(_req: unknown, _res: unknown, buf: Buffer, encoding: string): void {
-  if (encoding.toLowerCase().replace('-', '') === 'utf8' && !isUtf8(buf)) throw new InvalidUtf8Error();
+/** body-parser's `verify` (its failure arrives as `entity.verify.failed`); the charset is UTF-8, checked above. */
+function refuseInvalidUtf8(_req: unknown, _res: unknown, buf: Buffer): void {
+  if (!isUtf8(buf)) throw new Error('not UTF-8');
 }
 
 function translateBodyError(err: unknown, maxBodyBytes: number, contentEncoding: string | undefined): ApiError {
-  if (err instanceof InvalidUtf8Error || (err as { type?: string }).type === 'entity.verify.failed') {
-    return new ApiError('INVALID_JSON', 'Request body is not valid UTF-8 (send JSON text encoded as UTF-8)');
-  }
   const type = (err as { type?: string }).type;
   switch (type) {
+    case 'entity.verify.failed':
+      return new ApiError('INVALID_JSON', 'Request body is not valid UTF-8 (send JSON text encoded as UTF-8)');
     case 'entity.too.large':
       return new ApiError('PAYLOAD_TOO_LARGE', `Request body is larger than ${maxBodyBytes} bytes`);
     case 'entity.parse.failed':

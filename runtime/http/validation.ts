@@ -27,7 +27,7 @@ export function validateOrThrow<T>(validate: ValidateFunction, data: T, prefix: 
  * types; a number is taken only as written in decimal (`50`, `2.5`, `-3`): Ajv's coercion alone
  * would also read `0x10` as 16 and ` 5`, `+5` or `1e1` as numbers.
  */
-export function validateQueryOrThrow<T extends Record<string, unknown>>(validate: ValidateFunction, raw: T, rawQueryString = ''): T {
+export function validateQueryOrThrow<T extends Record<string, unknown>>(validate: ValidateFunction, raw: T, rawQueryString: string): T {
   // the query parser turns a percent-escape that is not UTF-8 (`%FF`) into U+FFFD, and keeps a
   // malformed one (`%`, `%ZZ`) as text; a path is refused for either, and so is a query
   try {

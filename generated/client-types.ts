@@ -375,8 +375,16 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Pause or resume a webhook subscription
-         * @description `paused` stops deliveries; events keep being queued and go out on `active` (within the event retention). Setting `active` also re-enables a `disabled` subscription and sends again, each with a new retry schedule, every delivery made since its last success that was not delivered: those it held, and those given up (the one that failed its whole schedule or was answered 410 among them); events recorded while it was disabled were not queued for it: replay their window (`POST …/replays`) or read them from `GET /v1/events`.
+         * Change, pause or resume a webhook subscription
+         * @description Changes any of the subscription's status, target and event types; fields left out keep their value, and the signing secret stays the same (rotate it with `POST …/rotate-secret`).
+         *
+         *     `status`: `paused` stops deliveries; events keep being queued and go out on `active` (within the event retention). Setting `active` or `paused` also re-enables a `disabled` subscription, which then sends again (once active), each with a new retry schedule, every delivery made since its last success that was not delivered: those it held, and those given up (the one that failed its whole schedule or was answered 410 among them); events recorded while it was disabled were not queued for it: replay their window (`POST …/replays`) or read them from `GET /v1/events`. A new `targetUrl` alone does not re-enable a disabled subscription.
+         *
+         *     `targetUrl` is checked as at subscribe time (400 `TARGET_NOT_ALLOWED`). Every delivery not yet made, retries included, goes to the new target: a subscription is one stream, wherever it points.
+         *
+         *     `triggerKey` or `eventTypes` replace the event types: events recorded after the change are queued for the new types; deliveries already queued go out as queued. `triggerKey` sets `triggerKey` and a one-type list, `eventTypes` sets `triggerKey` to null.
+         *
+         *     Two subscriptions of an organization and partner never have the same target and event types: a change that would make this one equal to another answers 409 `ALREADY_EXISTS` (delete one of them instead).
          */
         patch: operations["updateIntegrationSubscription"];
         trace?: never;
@@ -2074,6 +2082,10 @@ export interface components {
              * @enum {string|null}
              */
             disabledReason: "gone" | "failing" | null;
+            /** @description When the delivery engine disabled the subscription; null unless `status` is `disabled`. */
+            disabledAt: components["schemas"]["Timestamp"] | null;
+            /** @description When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued. */
+            lastSuccessAt: components["schemas"]["Timestamp"] | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -2091,9 +2103,17 @@ export interface components {
             triggerKey?: components["schemas"]["EventType"];
             eventTypes?: components["schemas"]["EventType"][];
         } & (unknown | unknown);
+        /** @description Any of `status`, `targetUrl`, and one of `triggerKey` or `eventTypes` (not both); fields left out keep their value. */
         WebhookSubscriptionUpdate: {
             /** @enum {string} */
-            status: "active" | "paused";
+            status?: "active" | "paused";
+            /**
+             * Format: uri
+             * @description An `https` URL that resolves to public addresses, checked as at subscribe time.
+             */
+            targetUrl?: string;
+            triggerKey?: components["schemas"]["EventType"];
+            eventTypes?: components["schemas"]["EventType"][];
         };
         /**
          * @description `pending`: no attempt has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it). `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window.
@@ -4049,6 +4069,8 @@ export interface operations {
                      *           ],
                      *           "targetUrl": "https://hooks.example.com/catch/123/abc",
                      *           "disabledReason": null,
+                     *           "disabledAt": null,
+                     *           "lastSuccessAt": null,
                      *           "status": "active",
                      *           "createdAt": "2026-11-22T04:19:50.123Z",
                      *           "updatedAt": "2026-11-22T04:19:50.123Z"
@@ -4115,6 +4137,8 @@ export interface operations {
                      *       "targetUrl": "https://hooks.example.com/catch/123/abc",
                      *       "status": "active",
                      *       "disabledReason": null,
+                     *       "disabledAt": null,
+                     *       "lastSuccessAt": null,
                      *       "createdAt": "2026-11-22T04:19:50.123Z",
                      *       "updatedAt": "2026-11-22T04:19:50.123Z"
                      *     }
@@ -4144,6 +4168,8 @@ export interface operations {
                      *       "targetUrl": "https://hooks.example.com/catch/123/abc",
                      *       "status": "active",
                      *       "disabledReason": null,
+                     *       "disabledAt": null,
+                     *       "lastSuccessAt": null,
                      *       "createdAt": "2026-11-22T04:19:50.123Z",
                      *       "updatedAt": "2026-11-22T04:19:50.123Z",
                      *       "secret": "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
@@ -4198,6 +4224,8 @@ export interface operations {
                      *       "targetUrl": "https://hooks.example.com/catch/123/abc",
                      *       "status": "active",
                      *       "disabledReason": null,
+                     *       "disabledAt": null,
+                     *       "lastSuccessAt": null,
                      *       "createdAt": "2026-11-22T04:19:50.123Z",
                      *       "updatedAt": "2026-11-22T04:19:50.123Z"
                      *     }
@@ -4299,6 +4327,8 @@ export interface operations {
                      *       "targetUrl": "https://hooks.example.com/catch/123/abc",
                      *       "status": "active",
                      *       "disabledReason": null,
+                     *       "disabledAt": null,
+                     *       "lastSuccessAt": null,
                      *       "createdAt": "2026-11-22T04:19:50.123Z",
                      *       "updatedAt": "2026-11-22T04:19:50.123Z"
                      *     }
@@ -4356,6 +4386,8 @@ export interface operations {
                      *       "targetUrl": "https://hooks.example.com/catch/123/abc",
                      *       "status": "active",
                      *       "disabledReason": null,
+                     *       "disabledAt": null,
+                     *       "lastSuccessAt": null,
                      *       "createdAt": "2026-11-22T04:19:50.123Z",
                      *       "updatedAt": "2026-11-22T04:19:50.123Z",
                      *       "secret": "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"

@@ -65,7 +65,8 @@ describeEachDatabase('webhook delivery', (t) => {
     const { auth, subscription } = await setup('/signed', 'checkin.created');
     expect(subscription).toEqual({
       id: anId('whs'), partner: 'webhooks', triggerKey: 'checkin.created', eventTypes: ['checkin.created'], targetUrl: `${receiver.url}/signed`,
-      status: 'active', disabledReason: null, createdAt: aTimestamp(), updatedAt: aTimestamp(), secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/=]+$/),
+      status: 'active', disabledReason: null, disabledAt: null, lastSuccessAt: null, createdAt: aTimestamp(), updatedAt: aTimestamp(),
+      secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/=]+$/),
     });
     const again = await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/signed`, eventTypes: ['checkin.created'] }).expect(200);
     const { secret: _secret, ...withoutSecret } = subscription;
@@ -85,6 +86,10 @@ describeEachDatabase('webhook delivery', (t) => {
       id: anId('whd'), subscriptionId: subscription.id, eventId: event.id, eventType: 'checkin.created', status: 'succeeded', attempts: 1,
       lastResponseStatus: 200, lastResponseExcerpt: 'ok', lastAttemptAt: aTimestamp(), nextAttemptAt: null, createdAt: aTimestamp(), updatedAt: aTimestamp(),
     }]);
+    // the subscription tells when its latest delivery succeeded: when that attempt finished
+    const after = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
+    expect(after).toMatchObject({ lastSuccessAt: aTimestamp(), disabledAt: null });
+    expect(after.lastSuccessAt >= list[0].lastAttemptAt && after.lastSuccessAt <= list[0].updatedAt).toBe(true);
   });
 
   it('records an answer with a NUL and other control characters (a binary body) as succeeded, showing them as U+FFFD', async () => {
@@ -135,7 +140,9 @@ describeEachDatabase('webhook delivery', (t) => {
     await checkin(auth);
     await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'abandoned');
     const disabled = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
-    expect(disabled).toMatchObject({ status: 'disabled', disabledReason: 'gone' });
+    expect(disabled).toMatchObject({ status: 'disabled', disabledReason: 'gone', disabledAt: aTimestamp(), lastSuccessAt: null });
+    const [gave] = await deliveries(auth, subscription.id);
+    expect(disabled.disabledAt).toBe(gave.updatedAt); // disabled by the attempt answered 410, in its transaction
 
     gone = false;
     const before = receiver.received.filter((r) => r.path === '/gone').length;
@@ -147,12 +154,12 @@ describeEachDatabase('webhook delivery', (t) => {
     const whileDisabled = await checkin(auth);
     expect(await deliveries(auth, subscription.id)).toHaveLength(1);
     const active = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
-    expect(active.body).toMatchObject({ status: 'active', disabledReason: null });
+    expect(active.body).toMatchObject({ status: 'active', disabledReason: null, disabledAt: null, lastSuccessAt: null });
     await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
     expect(await deliveries(auth, subscription.id)).toHaveLength(1);
-    // …and the replay of the window since it was disabled (its updatedAt then) sends it
+    // …and the replay of the window since it was disabled (its disabledAt) sends it
     await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth)
-      .send({ from: disabled.updatedAt, to: new Date(Date.now() + 1000).toISOString() }).expect(202);
+      .send({ from: disabled.disabledAt, to: new Date(Date.now() + 1000).toISOString() }).expect(202);
     await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status === 'succeeded'));
     expect(receiver.received.some((r) => r.path === '/gone' && JSON.parse(r.body).data.id === whileDisabled.id)).toBe(true);
   });
@@ -229,6 +236,77 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(done.map((d: any) => d.status).sort()).toEqual(['abandoned', 'succeeded']);
     const res = await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200);
     expect(res.body).toMatchObject({ status: 'active', disabledReason: null });
+  });
+
+  it('moves a subscription to a new target: every delivery not yet made goes there, and a disabled one stays disabled', async () => {
+    const { auth, subscription } = await setup('/old-target', 'checkin.created');
+    receiver.answer((req) => (req.path === '/old-target' ? { status: 410 } : { status: 200, body: 'ok' }));
+    const first = await checkin(auth, 'auth0|first');
+    await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'abandoned');
+    const disabled = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
+    expect(disabled).toMatchObject({ status: 'disabled', disabledReason: 'gone', disabledAt: aTimestamp() });
+
+    const moved = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ targetUrl: `${receiver.url}/new-target` }).expect(200);
+    expect(moved.body).toEqual({ ...disabled, targetUrl: `${receiver.url}/new-target`, updatedAt: aTimestamp() });
+    await sleep(300);
+    expect(receiver.received.filter((r) => r.path === '/new-target')).toEqual([]); // still disabled
+
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
+    const second = await checkin(auth, 'auth0|second');
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status === 'succeeded'));
+    // the one given up at the old target and the one held while paused, both at the new one, signed with the same secret
+    const arrived = receiver.received.filter((r) => r.path === '/new-target');
+    expect(arrived.map((r) => (new Webhook(subscription.secret).verify(r.body, r.headers) as any).data.id).sort()).toEqual([first.id, second.id].sort());
+    expect(receiver.received.filter((r) => r.path === '/old-target')).toHaveLength(1);
+  });
+
+  it('changes the event types: new events are queued for the new types only, queued ones stay; triggerKey and eventTypes set triggerKey', async () => {
+    const { auth, subscription } = await setup('/retyped', 'checkin.created');
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
+    const queued = await checkin(auth, 'auth0|queued');
+    const retyped = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth)
+      .send({ eventTypes: ['site.created', 'checkin.activated'], status: 'active' }).expect(200);
+    expect(retyped.body).toMatchObject({ triggerKey: null, eventTypes: ['checkin.activated', 'site.created'], status: 'active' });
+    const site = (await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Retyped' }).expect(201)).body;
+    await checkin(auth, 'auth0|not-listened');
+    await t.http.patch(`/v1/checkins/${queued.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    const list = await deliveriesWhen(auth, subscription.id, (l) => l.length === 3 && l.every((d) => d.status === 'succeeded'));
+    expect(list.map((d: any) => d.eventType).sort()).toEqual(['checkin.activated', 'checkin.created', 'site.created']);
+    const bodies = receiver.received.filter((r) => r.path === '/retyped').map((r) => JSON.parse(r.body));
+    expect(bodies.map((b) => [b.type, b.data.id]).sort()).toEqual([['checkin.activated', queued.id], ['checkin.created', queued.id], ['site.created', site.id]].sort());
+    // listing by trigger follows the change
+    const byTrigger = async (key: string) => (await t.http.get(`${HOOKS}?triggerKey=${key}`).set('Authorization', auth).expect(200)).body.data.map((s: any) => s.id);
+    expect(await byTrigger('site.created')).toEqual([subscription.id]);
+    expect(await byTrigger('checkin.created')).toEqual([]);
+
+    const single = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ triggerKey: 'site.created' }).expect(200);
+    expect(single.body).toMatchObject({ triggerKey: 'site.created', eventTypes: ['site.created'] });
+    // the same request again changes nothing, not even updatedAt
+    const same = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ triggerKey: 'site.created', status: 'active' }).expect(200);
+    expect(same.body).toEqual(single.body);
+  });
+
+  it('refuses a change that would make a subscription equal to another (409, nothing changed), and bad changes (400)', async () => {
+    const { auth, subscription } = await setup('/first', 'checkin.created');
+    const other = (await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/second`, eventTypes: ['checkin.created', 'site.created'] }).expect(201)).body;
+    const before = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
+    const conflict = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth)
+      .send({ targetUrl: `${receiver.url}/second`, eventTypes: ['site.created', 'checkin.created'], status: 'paused' }).expect(409);
+    expect(conflict.body).toEqual(anError('ALREADY_EXISTS'));
+    expect((await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body).toEqual(before);
+    // its event types are unchanged too: a site event is not queued for it
+    await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Not for the first' }).expect(201);
+    await deliveriesWhen(auth, other.id, (l) => l.length === 1);
+    expect(await deliveries(auth, subscription.id)).toEqual([]);
+    // the same target with other types, or other types at the same target, is fine
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ targetUrl: `${receiver.url}/second` }).expect(200);
+
+    for (const body of [{}, { triggerKey: 'site.created', eventTypes: ['site.created'] }, { eventTypes: [] }, { triggerKey: 'site.exploded' }, { secret: 'whsec_x' }, { status: 'disabled' }, { targetUrl: 'not a url' }]) {
+      const res = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send(body);
+      expect([JSON.stringify(body), res.status, res.body.code]).toEqual([JSON.stringify(body), 400, 'VALIDATION_ERROR']);
+    }
+    await t.http.patch(`${HOOKS}/whs_nothing`).set('Authorization', auth).send({ status: 'paused' }).expect(404);
   });
 
   it('holds the deliveries of a paused subscription and sends the backlog on resume', async () => {
@@ -450,6 +528,17 @@ describeEachDatabase('webhook targets (WEBHOOK_ALLOW_PRIVATE_TARGETS off)', (t: 
     } finally {
       lookup.mockRestore();
     }
+  });
+
+  it('checks a new target as at subscribe time', async () => {
+    const sub = (await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: 'https://93.184.215.14/before', triggerKey: 'site.updated' }).expect(201)).body;
+    for (const targetUrl of ['http://93.184.215.14/hook', 'https://127.0.0.1/hook', 'https://[fd00::1]/hook', 'https://169.254.169.254/hook']) {
+      const res = await t.http.patch(`${HOOKS}/${sub.id}`).set('Authorization', t.auth).send({ targetUrl }).expect(400);
+      expect(res.body).toEqual(anError('TARGET_NOT_ALLOWED', { details: [{ path: '/targetUrl', message: expect.any(String) }] }));
+    }
+    expect((await t.http.get(`${HOOKS}/${sub.id}`).set('Authorization', t.auth).expect(200)).body.targetUrl).toBe('https://93.184.215.14/before');
+    const moved = await t.http.patch(`${HOOKS}/${sub.id}`).set('Authorization', t.auth).send({ targetUrl: 'https://93.184.215.14/after' }).expect(200);
+    expect(moved.body.targetUrl).toBe('https://93.184.215.14/after');
   });
 
   it('checks again at connection time: a target that became private is never called', async () => {

@@ -5749,7 +5749,7 @@ return errors === 0;
 validate112.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookSubscriptionUpdate = validate116;
-const schema57 = {"type":"object","additionalProperties":false,"required":["status"],"properties":{"status":{"type":"string","enum":["active","paused"]}}};
+const schema57 = {"type":"object","additionalProperties":false,"minProperties":1,"description":"Any of `status`, `targetUrl`, and one of `triggerKey` or `eventTypes` (not both); fields left out keep their value.","not":{"required":["triggerKey","eventTypes"]},"properties":{"status":{"type":"string","enum":["active","paused"]},"targetUrl":{"type":"string","format":"uri","minLength":1,"maxLength":2000,"description":"An `https` URL that resolves to public addresses, checked as at subscribe time."},"triggerKey":{"$ref":"components#/$defs/EventType"},"eventTypes":{"type":"array","minItems":1,"maxItems":100,"uniqueItems":true,"items":{"$ref":"components#/$defs/EventType"}}}};
 
 function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5761,9 +5761,12 @@ evaluated0.props = undefined;
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
+const _errs1 = errors;
+const _errs2 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.status === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+let missing0;
+if(((data.triggerKey === undefined) && (missing0 = "triggerKey")) || ((data.eventTypes === undefined) && (missing0 = "eventTypes"))){
+const err0 = {};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -5772,9 +5775,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-for(const key0 in data){
-if(!(key0 === "status")){
-const err1 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+}
+var valid0 = _errs2 === errors;
+if(valid0){
+const err1 = {instancePath,schemaPath:"#/not",keyword:"not",params:{},message:"must NOT be valid"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -5783,11 +5787,20 @@ vErrors.push(err1);
 }
 errors++;
 }
+else {
+errors = _errs1;
+if(vErrors !== null){
+if(_errs1){
+vErrors.length = _errs1;
 }
-if(data.status !== undefined){
-let data0 = data.status;
-if(typeof data0 !== "string"){
-const err2 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+vErrors = null;
+}
+}
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(Object.keys(data).length < 1){
+const err2 = {instancePath,schemaPath:"#/minProperties",keyword:"minProperties",params:{limit: 1},message:"must NOT have fewer than 1 properties"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -5796,8 +5809,9 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!((data0 === "active") || (data0 === "paused"))){
-const err3 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema57.properties.status.enum},message:"must be equal to one of the allowed values"};
+for(const key0 in data){
+if(!((((key0 === "status") || (key0 === "targetUrl")) || (key0 === "triggerKey")) || (key0 === "eventTypes"))){
+const err3 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -5807,14 +5821,150 @@ vErrors.push(err3);
 errors++;
 }
 }
-}
-else {
-const err4 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.status !== undefined){
+let data0 = data.status;
+if(typeof data0 !== "string"){
+const err4 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err4];
 }
 else {
 vErrors.push(err4);
+}
+errors++;
+}
+if(!((data0 === "active") || (data0 === "paused"))){
+const err5 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema57.properties.status.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.targetUrl !== undefined){
+let data1 = data.targetUrl;
+if(typeof data1 === "string"){
+if(func1(data1) > 2000){
+const err6 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err7 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(!(formats18(data1))){
+const err8 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+else {
+const err9 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.triggerKey !== undefined){
+if(!(validate113(data.triggerKey, {instancePath:instancePath+"/triggerKey",parentData:data,parentDataProperty:"triggerKey",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate113.errors : vErrors.concat(validate113.errors);
+errors = vErrors.length;
+}
+}
+if(data.eventTypes !== undefined){
+let data3 = data.eventTypes;
+if(Array.isArray(data3)){
+if(data3.length > 100){
+const err10 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data3.length < 1){
+const err11 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate113(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate113.errors : vErrors.concat(validate113.errors);
+errors = vErrors.length;
+}
+}
+let i1 = data3.length;
+let j0;
+if(i1 > 1){
+outer0:
+for(;i1--;){
+for(j0 = i1; j0--;){
+if(func0(data3[i1], data3[j0])){
+const err12 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/uniqueItems",keyword:"uniqueItems",params:{i: i1, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i1+" are identical)"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+break outer0;
+}
+}
+}
+}
+}
+else {
+const err13 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+else {
+const err14 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
 }
 errors++;
 }

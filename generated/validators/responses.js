@@ -7223,7 +7223,7 @@ return errors === 0;
 validate203.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookSubscription = validate204;
-const schema80 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema80 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 const schema81 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
 
 function validate206(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -7344,8 +7344,8 @@ vErrors.push(err6);
 }
 errors++;
 }
-if(data.createdAt === undefined){
-const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(data.disabledAt === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "disabledAt"},message:"must have required property '"+"disabledAt"+"'"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -7354,8 +7354,8 @@ vErrors.push(err7);
 }
 errors++;
 }
-if(data.updatedAt === undefined){
-const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(data.lastSuccessAt === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastSuccessAt"},message:"must have required property '"+"lastSuccessAt"+"'"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -7364,9 +7364,8 @@ vErrors.push(err8);
 }
 errors++;
 }
-if(data.id !== undefined){
-if(typeof data.id !== "string"){
-const err9 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.createdAt === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -7375,10 +7374,8 @@ vErrors.push(err9);
 }
 errors++;
 }
-}
-if(data.partner !== undefined){
-if(typeof data.partner !== "string"){
-const err10 = {instancePath:instancePath+"/partner",schemaPath:"#/properties/partner/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.updatedAt === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -7387,11 +7384,9 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-if(data.triggerKey !== undefined){
-let data2 = data.triggerKey;
-if((typeof data2 !== "string") && (data2 !== null)){
-const err11 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema80.properties.triggerKey.type},message:"must be string,null"};
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err11 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -7401,16 +7396,41 @@ vErrors.push(err11);
 errors++;
 }
 }
-if(data.eventTypes !== undefined){
-let data3 = data.eventTypes;
-if(Array.isArray(data3)){
-if(data3.length < 1){
-const err12 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(data.partner !== undefined){
+if(typeof data.partner !== "string"){
+const err12 = {instancePath:instancePath+"/partner",schemaPath:"#/properties/partner/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err12];
 }
 else {
 vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.triggerKey !== undefined){
+let data2 = data.triggerKey;
+if((typeof data2 !== "string") && (data2 !== null)){
+const err13 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema80.properties.triggerKey.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.eventTypes !== undefined){
+let data3 = data.eventTypes;
+if(Array.isArray(data3)){
+if(data3.length < 1){
+const err14 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
 }
 errors++;
 }
@@ -7423,12 +7443,12 @@ errors = vErrors.length;
 }
 }
 else {
-const err13 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err15 = {instancePath:instancePath+"/eventTypes",schemaPath:"#/properties/eventTypes/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
-vErrors = [err13];
+vErrors = [err15];
 }
 else {
-vErrors.push(err13);
+vErrors.push(err15);
 }
 errors++;
 }
@@ -7437,23 +7457,23 @@ if(data.targetUrl !== undefined){
 let data5 = data.targetUrl;
 if(typeof data5 === "string"){
 if(!(formats22(data5))){
-const err14 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""};
+const err16 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""};
 if(vErrors === null){
-vErrors = [err14];
+vErrors = [err16];
 }
 else {
-vErrors.push(err14);
+vErrors.push(err16);
 }
 errors++;
 }
 }
 else {
-const err15 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err17 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err15];
+vErrors = [err17];
 }
 else {
-vErrors.push(err15);
+vErrors.push(err17);
 }
 errors++;
 }
@@ -7467,24 +7487,142 @@ errors = vErrors.length;
 if(data.disabledReason !== undefined){
 let data7 = data.disabledReason;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err16 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema80.properties.disabledReason.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema80.properties.disabledReason.type},message:"must be string,null"};
 if(vErrors === null){
-vErrors = [err16];
+vErrors = [err18];
 }
 else {
-vErrors.push(err16);
+vErrors.push(err18);
 }
 errors++;
 }
 if(!(((data7 === "gone") || (data7 === "failing")) || (data7 === null))){
-const err17 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema80.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema80.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
-vErrors = [err17];
+vErrors = [err19];
 }
 else {
-vErrors.push(err17);
+vErrors.push(err19);
 }
 errors++;
+}
+}
+if(data.disabledAt !== undefined){
+let data8 = data.disabledAt;
+const _errs16 = errors;
+let valid3 = false;
+let passing0 = null;
+const _errs17 = errors;
+if(!(validate58(data8, {instancePath:instancePath+"/disabledAt",parentData:data,parentDataProperty:"disabledAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs17 === errors;
+if(_valid0){
+valid3 = true;
+passing0 = 0;
+}
+const _errs18 = errors;
+if(data8 !== null){
+const err20 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+if(_valid0 && valid3){
+valid3 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid3 = true;
+passing0 = 1;
+}
+}
+if(!valid3){
+const err21 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+else {
+errors = _errs16;
+if(vErrors !== null){
+if(_errs16){
+vErrors.length = _errs16;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.lastSuccessAt !== undefined){
+let data9 = data.lastSuccessAt;
+const _errs21 = errors;
+let valid4 = false;
+let passing1 = null;
+const _errs22 = errors;
+if(!(validate58(data9, {instancePath:instancePath+"/lastSuccessAt",parentData:data,parentDataProperty:"lastSuccessAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+var _valid1 = _errs22 === errors;
+if(_valid1){
+valid4 = true;
+passing1 = 0;
+}
+const _errs23 = errors;
+if(data9 !== null){
+const err22 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+var _valid1 = _errs23 === errors;
+if(_valid1 && valid4){
+valid4 = false;
+passing1 = [passing1, 1];
+}
+else {
+if(_valid1){
+valid4 = true;
+passing1 = 1;
+}
+}
+if(!valid4){
+const err23 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing1},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
 }
 }
 if(data.createdAt !== undefined){
@@ -7501,27 +7639,27 @@ errors = vErrors.length;
 }
 }
 else {
-const err18 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err24 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err18];
+vErrors = [err24];
 }
 else {
-vErrors.push(err18);
+vErrors.push(err24);
 }
 errors++;
 }
 validate204.errors = vErrors;
 return errors === 0;
 }
-validate204.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate204.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionList = validate210;
+exports.WebhookSubscriptionList = validate212;
 const schema82 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate210(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate212(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate210.evaluated;
+const evaluated0 = validate212.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7588,18 +7726,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate210.errors = vErrors;
+validate212.errors = vErrors;
 return errors === 0;
 }
-validate210.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate212.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionWithSecret = validate213;
+exports.WebhookSubscriptionWithSecret = validate215;
 const schema83 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
 
-function validate213(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate215(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate213.evaluated;
+const evaluated0 = validate215.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7644,8 +7782,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate213.errors = vErrors;
+validate215.errors = vErrors;
 return errors === 0;
 }
-validate213.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate215.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 

@@ -1,6 +1,7 @@
 import { Knex } from 'knex';
 import type { components } from '../../generated/types';
-import { ApiError, notFound, validationError } from '../errors';
+import { alreadyExists, ApiError, notFound, validationError } from '../errors';
+import { UniqueViolation } from '../storage/databaseErrors';
 import { newId } from '../ids';
 import { normalizeTimestamp, nowIso } from '../time';
 import { checkTarget } from './webhookTargets';
@@ -28,6 +29,7 @@ import type { Page, PageRequest } from '../cursor';
  */
 
 type SubscriptionCreate = components['schemas']['WebhookSubscriptionCreate'];
+type SubscriptionUpdate = components['schemas']['WebhookSubscriptionUpdate'];
 type SubscriptionWithSecret = components['schemas']['WebhookSubscriptionWithSecret'];
 
 /** How long a rotated-out secret keeps signing, so receivers can switch without losing events. */
@@ -53,6 +55,8 @@ async function subscriptionRow(db: Knex, orgId: string, partner: string, id: str
 
 /** A subscription request whose target passed the address check (checkSubscriptionTarget). */
 export type CheckedSubscriptionCreate = SubscriptionCreate & { readonly [targetChecked]: true };
+/** A change of a subscription whose target, if it has one, passed the address check. */
+export type CheckedSubscriptionUpdate = SubscriptionUpdate & { readonly [targetChecked]: true };
 declare const targetChecked: unique symbol;
 
 /**
@@ -62,10 +66,12 @@ declare const targetChecked: unique symbol;
  * `prepare`, which also says where Postgres differs). createSubscription takes only a request
  * that went through it.
  */
-export async function checkSubscriptionTarget(partner: string, input: SubscriptionCreate, rules: Pick<WebhookRules, 'allowPrivateTargets'>): Promise<CheckedSubscriptionCreate> {
+export async function checkSubscriptionTarget(partner: string, input: SubscriptionCreate, rules: Pick<WebhookRules, 'allowPrivateTargets'>): Promise<CheckedSubscriptionCreate>;
+export async function checkSubscriptionTarget(partner: string, input: SubscriptionUpdate, rules: Pick<WebhookRules, 'allowPrivateTargets'>): Promise<CheckedSubscriptionUpdate>;
+export async function checkSubscriptionTarget(partner: string, input: SubscriptionCreate | SubscriptionUpdate, rules: Pick<WebhookRules, 'allowPrivateTargets'>) {
   knownPartner(partner);
-  await checkTarget(input.targetUrl, rules.allowPrivateTargets);
-  return input as CheckedSubscriptionCreate;
+  if (input.targetUrl !== undefined) await checkTarget(input.targetUrl, rules.allowPrivateTargets);
+  return input;
 }
 
 export async function createSubscription(
@@ -90,6 +96,7 @@ export async function createSubscription(
     previous_secret: null,
     previous_secret_expires_at: null,
     disabled_reason: null,
+    disabled_at: null,
     last_success_at: null,
     created_at: now,
     updated_at: now,
@@ -102,20 +109,44 @@ export async function getSubscription(db: Knex, orgId: string, partner: string, 
 }
 
 /**
- * Pauses or resumes; `active` also re-enables a disabled subscription. Re-enabled, it sends again,
- * each with a whole new retry schedule, every delivery made since its last success that was not
- * delivered: those it held, and those given up — among them the one whose failed schedule
- * disabled it, or the one answered 410. Events recorded while it was disabled were never queued
- * for it (recording queues for active and paused subscriptions only); docs/webhooks.md tells
- * receivers to replay that window or walk the feed.
+ * Changes the subscription's status, target or event types (docs/webhooks.md, "Changing a
+ * subscription"); a field left out keeps its value, and so does the secret.
+ *
+ * - `status`: pauses or resumes; either also re-enables a disabled subscription. Re-enabled,
+ *   it sends again (once active), each with a whole new retry schedule, every delivery made since its last
+ *   success that was not delivered: those it held, and those given up — among them the one whose
+ *   failed schedule disabled it, or the one answered 410. Events recorded while it was disabled
+ *   were never queued for it (recording queues for active and paused subscriptions only);
+ *   docs/webhooks.md tells receivers to replay that window or walk the feed.
+ * - `targetUrl`: the engine reads the target when it claims a delivery, so every delivery not yet
+ *   made goes to the new one.
+ * - the event types: recording looks the listening subscriptions up at each event, so the new
+ *   types apply from the next event; deliveries already queued stay queued.
+ * - another subscription of the organization and partner with the same target and types is
+ *   409 ALREADY_EXISTS, as it would be a second stream of the same events.
  */
-export async function setSubscriptionStatus(db: Knex, orgId: string, partner: string, id: string, status: 'active' | 'paused'): Promise<WebhookSubscription> {
+export async function updateSubscription(db: Knex, orgId: string, partner: string, id: string, input: CheckedSubscriptionUpdate): Promise<WebhookSubscription> {
   const row = await subscriptionRow(db, orgId, partner, id);
-  if (row.status === status) return toSubscription(row);
-  const now = nowIso();
-  const changes = { status, disabled_reason: null, updated_at: now };
-  await updateSubscriptionRow(db, orgId, id, changes);
-  if (row.status === 'disabled' && status === 'active') await requeueUndelivered(db, id, row.last_success_at, now);
+  const changes: Partial<WebhookSubscriptionRow> = {};
+  if (input.targetUrl !== undefined && input.targetUrl !== row.target_url) changes.target_url = input.targetUrl;
+  const types = input.triggerKey !== undefined ? [input.triggerKey] : input.eventTypes;
+  if (types !== undefined) {
+    const matchKey = matchKeyOf(types);
+    if (matchKey !== row.match_key) changes.match_key = matchKey;
+    const triggerKey = input.triggerKey ?? null;
+    if (triggerKey !== row.trigger_key) changes.trigger_key = triggerKey;
+  }
+  if (input.status !== undefined && input.status !== row.status) Object.assign(changes, { status: input.status, disabled_reason: null, disabled_at: null });
+  if (Object.keys(changes).length === 0) return toSubscription(row);
+  changes.updated_at = nowIso();
+  try {
+    await updateSubscriptionRow(db, orgId, id, changes);
+  } catch (err) {
+    if (err instanceof UniqueViolation) throw alreadyExists(`Another subscription of partner ${partner} already sends these event types to this target`);
+    throw err;
+  }
+  // leaving `disabled`, to `active` or to `paused` (which then holds them until resumed)
+  if (row.status === 'disabled' && changes.status !== undefined) await requeueUndelivered(db, id, row.last_success_at, changes.updated_at);
   return toSubscription({ ...row, ...changes });
 }
 

@@ -4,6 +4,7 @@ import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
+import { translateErrors } from '../databaseErrors';
 
 export type WebhookSubscription = components['schemas']['WebhookSubscription'];
 type WebhookSubscriptionStatus = components['schemas']['WebhookSubscriptionStatus'];
@@ -24,6 +25,7 @@ export interface WebhookSubscriptionRow {
   previous_secret: string | null;
   previous_secret_expires_at: string | null;
   disabled_reason: DisabledReason | null;
+  disabled_at: string | null;
   last_success_at: string | null;
   created_at: string;
   updated_at: string;
@@ -40,6 +42,8 @@ export function toSubscription(row: WebhookSubscriptionRow): WebhookSubscription
     targetUrl: row.target_url,
     status: row.status,
     disabledReason: row.disabled_reason,
+    disabledAt: row.disabled_at,
+    lastSuccessAt: row.last_success_at,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -70,9 +74,7 @@ export async function insertSubscriptionIfAbsent(db: Knex, row: Omit<WebhookSubs
   await lockForOrderedInsert(db, 'webhook_subscriptions', row.org_id);
   const inserted = await db('webhook_subscriptions').insert(row).onConflict(['org_id', 'partner', 'target_url', 'match_key']).ignore().returning('id');
   const created = inserted.length > 0;
-  if (created) {
-    await db('webhook_subscription_types').insert(row.match_key.split(',').map((type) => ({ subscription_id: row.id, org_id: row.org_id, event_type: type })));
-  }
+  if (created) await db('webhook_subscription_types').insert(typeRows(row.org_id, row.id, row.match_key));
   const existing = await db<WebhookSubscriptionRow>('webhook_subscriptions')
     .where({ org_id: row.org_id, partner: row.partner, target_url: row.target_url, match_key: row.match_key })
     .first();
@@ -83,9 +85,22 @@ export async function findSubscriptionRow(db: Knex, orgId: string, partner: stri
   return db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner, id }).first();
 }
 
+/**
+ * Updates the subscription's columns. A change of `match_key` replaces its event types' rows
+ * with it. A target and types another subscription of the organization and partner already has
+ * are refused by the unique index (UniqueViolation).
+ */
 export async function updateSubscriptionRow(db: Knex, orgId: string, id: string, columns: Partial<WebhookSubscriptionRow>): Promise<void> {
-  await db('webhook_subscriptions').where({ org_id: orgId, id }).update(columns);
+  await translateErrors(db, 'webhook_subscriptions', () => db('webhook_subscriptions').where({ org_id: orgId, id }).update(columns));
+  if (columns.match_key !== undefined) {
+    await db('webhook_subscription_types').where({ org_id: orgId, subscription_id: id }).delete();
+    await db('webhook_subscription_types').insert(typeRows(orgId, id, columns.match_key));
+  }
 }
+
+/** One row per event type of `matchKey`, through which recording an event finds its subscriptions. */
+const typeRows = (orgId: string, subscriptionId: string, matchKey: string) =>
+  matchKey.split(',').map((type) => ({ subscription_id: subscriptionId, org_id: orgId, event_type: type }));
 
 /** Deletes the subscription, its event types and its deliveries. */
 export async function deleteSubscriptionRows(db: Knex, orgId: string, id: string): Promise<boolean> {
@@ -101,5 +116,5 @@ export async function markSubscriptionSucceeded(db: Knex, id: string, at: string
 
 /** Disables an active or paused subscription; false when it was already disabled or is gone. */
 export async function disableSubscription(db: Knex, id: string, reason: DisabledReason, at: string): Promise<boolean> {
-  return (await db('webhook_subscriptions').where({ id }).whereNot({ status: 'disabled' }).update({ status: 'disabled', disabled_reason: reason, updated_at: at })) > 0;
+  return (await db('webhook_subscriptions').where({ id }).whereNot({ status: 'disabled' }).update({ status: 'disabled', disabled_reason: reason, disabled_at: at, updated_at: at })) > 0;
 }

@@ -2651,7 +2651,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The body is not `application/json` (`UNSUPPORTED_MEDIA_TYPE`). */
+        /** @description The body is not UTF-8 `application/json`, or comes with a Content-Encoding other than gzip, deflate or br, or a Transfer-Encoding other than chunked (`UNSUPPORTED_MEDIA_TYPE`). */
         UnsupportedMediaType: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];

@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describeEachDatabase, anError } from './support/testApp';
 
 const reading = (over: Record<string, unknown> = {}) => ({
@@ -118,6 +120,32 @@ describeEachDatabase('hostile input', (t) => {
       expect(res.body).toEqual(anError('UNSUPPORTED_MEDIA_TYPE'));
     }
     await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'application/json; charset=UTF-8').send('{"name":"Charset ok"}').expect(201);
+  });
+
+  it('a transfer coding other than chunked (gzip, chunked): 415, never parsed as if plain', async () => {
+    const server = http.createServer(t.app.app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const post = (transferEncoding: string, body: Buffer) => new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const req = http.request({
+          host: '127.0.0.1', port: (server.address() as AddressInfo).port, method: 'POST', path: '/v1/sites',
+          headers: { authorization: t.auth, 'content-type': 'application/json', 'transfer-encoding': transferEncoding },
+        }, (res) => {
+          let text = '';
+          res.setEncoding('utf8').on('data', (c) => (text += c)).on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+        });
+        req.on('error', reject);
+        req.end(body); // node's client sends it chunked: the header names chunked last
+      });
+      for (const coding of ['gzip, chunked', 'deflate, chunked']) {
+        const refused = await post(coding, Buffer.from('{"name":"Not coded at all"}'));
+        expect(refused).toEqual({ status: 415, body: anError('UNSUPPORTED_MEDIA_TYPE', { error: `Transfer-Encoding ${coding} is not supported: send chunked or with Content-Length, and compress with Content-Encoding` }) });
+      }
+      expect(await post('chunked', Buffer.from('{"name":"Chunked"}'))).toMatchObject({ status: 201, body: { name: 'Chunked' } });
+      expect(await post('Chunked', Buffer.from('{"name":"Chunked again"}'))).toMatchObject({ status: 201, body: { name: 'Chunked again' } });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('a body that does not decompress as its Content-Encoding says, or an encoding not supported', async () => {

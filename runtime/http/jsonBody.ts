@@ -12,6 +12,12 @@ const parsers = new Map<number, ReturnType<typeof express.json>>();
 export async function readJsonBody(req: Request, res: Response, maxBodyBytes: number): Promise<unknown> {
   const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
   if (!hasBody) return undefined;
+  // node's parser undoes `chunked` only: another transfer coding (`gzip, chunked`) would reach
+  // the JSON parser still coded. Compression is Content-Encoding's job.
+  const transferEncoding = req.headers['transfer-encoding'];
+  if (transferEncoding !== undefined && transferEncoding.trim().toLowerCase() !== 'chunked') {
+    throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Transfer-Encoding ${transferEncoding} is not supported: send chunked or with Content-Length, and compress with Content-Encoding`);
+  }
   if (!req.is(['application/json', 'application/*+json'])) {
     throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${req.headers['content-type'] ?? 'none'})`);
   }

@@ -439,6 +439,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/integrations/{partner}/subscriptions/{id}/deliveries/{deliveryId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+                /** @description The delivery's id (`whd_…`). */
+                deliveryId: components["parameters"]["DeliveryId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a delivery with its attempts
+         * @description The delivery as listed, with `attemptHistory`: each attempt that has an outcome, oldest first (the latest 50), with when it started, how long it took, and the target's status and the first characters of its answer, or the error. An attempt cut off by a stopped server process has no outcome and is not listed (`attempts` counts it); nor is a delivery given up without an attempt (its event purged before it went out). Attempts are kept as long as their delivery, within the event retention. The event sent is `GET /v1/events/{eventId}`.
+         */
+        get: operations["getIntegrationSubscriptionDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/integrations/{partner}/subscriptions/{id}/deliveries/{deliveryId}/retry": {
         parameters: {
             query?: never;
@@ -449,7 +476,7 @@ export interface paths {
                 /** @description The resource's server-generated identifier. */
                 id: components["parameters"]["Id"];
                 /** @description The delivery's id (`whd_…`). */
-                deliveryId: string;
+                deliveryId: components["parameters"]["DeliveryId"];
             };
             cookie?: never;
         };
@@ -2140,6 +2167,26 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
+        WebhookDeliveryAttempt: {
+            /** @description The attempt's number in its retry schedule; a retry or a re-enabled subscription starts a new schedule at 1. */
+            attempt: number;
+            startedAt: components["schemas"]["Timestamp"];
+            /** @description From the start of the attempt to its answer, or to the error. */
+            durationMs: number;
+            /**
+             * @description `succeeded`: the target answered 2xx.
+             * @enum {string}
+             */
+            outcome: "succeeded" | "failed";
+            /** @description HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed). */
+            responseStatus: number | null;
+            /** @description The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error. */
+            responseExcerpt: string | null;
+        };
+        WebhookDeliveryWithAttempts: components["schemas"]["WebhookDelivery"] & {
+            /** @description The attempts that have an outcome, oldest first; the latest 50. */
+            attemptHistory: components["schemas"]["WebhookDeliveryAttempt"][];
+        };
         WebhookDeliveryList: {
             data: components["schemas"]["WebhookDelivery"][];
             nextCursor: components["schemas"]["NextCursor"];
@@ -2759,6 +2806,8 @@ export interface components {
         WebhookSignature: string;
         /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
         Partner: string;
+        /** @description The delivery's id (`whd_…`). */
+        DeliveryId: string;
     };
     requestBodies: never;
     headers: {
@@ -4468,6 +4517,77 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    getIntegrationSubscriptionDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+                /** @description The delivery's id (`whd_…`). */
+                deliveryId: components["parameters"]["DeliveryId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery and its attempts. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "whd_6h8j0k2m4n6p8q0r2s4t6v8w",
+                     *       "subscriptionId": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                     *       "eventId": "evt_5c8k1m3q6t9w2x4z7b0d3f6h",
+                     *       "eventType": "issue.created",
+                     *       "status": "succeeded",
+                     *       "attempts": 2,
+                     *       "lastResponseStatus": 204,
+                     *       "lastResponseExcerpt": "",
+                     *       "lastAttemptAt": "2026-11-22T04:20:00.734Z",
+                     *       "nextAttemptAt": null,
+                     *       "createdAt": "2026-11-22T04:19:55.101Z",
+                     *       "updatedAt": "2026-11-22T04:20:00.734Z",
+                     *       "attemptHistory": [
+                     *         {
+                     *           "attempt": 1,
+                     *           "startedAt": "2026-11-22T04:19:55.140Z",
+                     *           "durationMs": 272,
+                     *           "outcome": "failed",
+                     *           "responseStatus": 500,
+                     *           "responseExcerpt": "Internal Server Error"
+                     *         },
+                     *         {
+                     *           "attempt": 2,
+                     *           "startedAt": "2026-11-22T04:20:00.690Z",
+                     *           "durationMs": 44,
+                     *           "outcome": "succeeded",
+                     *           "responseStatus": 204,
+                     *           "responseExcerpt": ""
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryWithAttempts"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     retryIntegrationSubscriptionDelivery: {
         parameters: {
             query?: never;
@@ -4481,7 +4601,7 @@ export interface operations {
                 /** @description The resource's server-generated identifier. */
                 id: components["parameters"]["Id"];
                 /** @description The delivery's id (`whd_…`). */
-                deliveryId: string;
+                deliveryId: components["parameters"]["DeliveryId"];
             };
             cookie?: never;
         };

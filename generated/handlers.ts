@@ -27,6 +27,7 @@ import deleteIntegrationSubscription from '../handlers/deleteIntegrationSubscrip
 import updateIntegrationSubscription from '../handlers/updateIntegrationSubscription';
 import rotateIntegrationSubscriptionSecret from '../handlers/rotateIntegrationSubscriptionSecret';
 import listIntegrationSubscriptionDeliveries from '../handlers/listIntegrationSubscriptionDeliveries';
+import getIntegrationSubscriptionDelivery from '../handlers/getIntegrationSubscriptionDelivery';
 import retryIntegrationSubscriptionDelivery from '../handlers/retryIntegrationSubscriptionDelivery';
 import replayIntegrationSubscriptionEvents from '../handlers/replayIntegrationSubscriptionEvents';
 import listIntegrationTriggerSamples from '../handlers/listIntegrationTriggerSamples';
@@ -87,6 +88,7 @@ export const handlers: Record<OperationId, AnyHandler> = {
   updateIntegrationSubscription: updateIntegrationSubscription as AnyHandler,
   rotateIntegrationSubscriptionSecret: rotateIntegrationSubscriptionSecret as AnyHandler,
   listIntegrationSubscriptionDeliveries: listIntegrationSubscriptionDeliveries as AnyHandler,
+  getIntegrationSubscriptionDelivery: getIntegrationSubscriptionDelivery as AnyHandler,
   retryIntegrationSubscriptionDelivery: retryIntegrationSubscriptionDelivery as AnyHandler,
   replayIntegrationSubscriptionEvents: replayIntegrationSubscriptionEvents as AnyHandler,
   listIntegrationTriggerSamples: listIntegrationTriggerSamples as AnyHandler,

@@ -186,9 +186,16 @@ describeEachDatabase('the change feed', (t) => {
     const expired = await t.http.get(`/v1/events?after=${stale}`).set('Authorization', auth).expect(410);
     expect(expired.body).toEqual(anError('CURSOR_EXPIRED'));
 
+    // delivery attempts are kept as long: those started before the retention go, in batches too
+    const attempt = (deliveryId: string, startedAt: string) => ({
+      org_id: orgId, subscription_id: 'whs_purge', delivery_id: deliveryId, attempt: 1, started_at: startedAt, duration_ms: 5, outcome: 'failed', response_status: 500, response_excerpt: 'x',
+    });
+    await t.db.knex('webhook_delivery_attempts').insert([...[1, 2, 3].map((i) => attempt(`whd_old_${i}`, old)), attempt('whd_fresh', new Date().toISOString())]);
+
     const before = Number((await t.db.knex('events').count({ n: '*' }))[0].n);
     expect(before).toBeGreaterThan(4);
     expect(await purgeExpiredEvents(t.db.knex, 30, { batch: 2 })).toBe(before - 1);
+    expect((await t.db.knex('webhook_delivery_attempts').where({ subscription_id: 'whs_purge' }).select('delivery_id')).map((r) => r.delivery_id)).toEqual(['whd_fresh']);
     expect((await feed(auth)).data.map((e: any) => e.type)).toEqual(['checkin.created']);
     expect(Number((await t.db.knex('events').count({ n: '*' }))[0].n)).toBe(1);
     // expired events recorded after a live one (stamped by a clock stepped back) are found past it

@@ -111,6 +111,23 @@ describeEachDatabase('webhook delivery', (t) => {
     const [delivery] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
     expect(delivery).toMatchObject({ attempts: 3, lastResponseStatus: 204 });
     expect(receiver.received.filter((r) => r.path === '/elsewhere')).toEqual([]);
+
+    // the delivery with each attempt's outcome, oldest first
+    const one = (await t.http.get(`${HOOKS}/${subscription.id}/deliveries/${delivery.id}`).set('Authorization', auth).expect(200)).body;
+    const { attemptHistory, ...asListed } = one;
+    expect(asListed).toEqual(delivery);
+    expect(attemptHistory).toEqual([
+      { attempt: 1, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: 500, responseExcerpt: 'boom' },
+      { attempt: 2, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: 302, responseExcerpt: '' },
+      { attempt: 3, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'succeeded', responseStatus: 204, responseExcerpt: '' },
+    ]);
+    // each started when the receiver saw it, the last finishing when the delivery's outcome was stored
+    attemptHistory.forEach((a: any, i: number) => expect(Math.abs(Date.parse(a.startedAt) - requests[i].at)).toBeLessThan(1000));
+    expect(Date.parse(attemptHistory[2].startedAt) + attemptHistory[2].durationMs).toBe(Date.parse(delivery.lastAttemptAt));
+    // another subscription's delivery, or none: 404
+    const other = await setup('/flaky-other', 'site.created');
+    await t.http.get(`${HOOKS}/${other.subscription.id}/deliveries/${delivery.id}`).set('Authorization', other.auth).expect(404);
+    await t.http.get(`${HOOKS}/${subscription.id}/deliveries/whd_nothing`).set('Authorization', auth).expect(404);
   });
 
   it.each([503, 429])('waits at least the Retry-After of a %i', async (status) => {
@@ -130,7 +147,14 @@ describeEachDatabase('webhook delivery', (t) => {
     await checkin(auth);
     const failed = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.lastAttemptAt != null); // its first outcome is stored
     expect(failed[0]).toMatchObject({ lastResponseStatus: null, lastResponseExcerpt: expect.stringContaining('timed out') });
-    await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    const [done] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    const { attemptHistory } = (await t.http.get(`${HOOKS}/${subscription.id}/deliveries/${done.id}`).set('Authorization', auth).expect(200)).body;
+    expect(attemptHistory).toEqual([
+      { attempt: 1, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: null, responseExcerpt: failed[0].lastResponseExcerpt },
+      { attempt: 2, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'succeeded', responseStatus: 200, responseExcerpt: 'ok' },
+    ]);
+    expect(attemptHistory[0].durationMs).toBeGreaterThanOrEqual(1000); // WEBHOOK_TIMEOUT_SECONDS
+    expect(attemptHistory[0].durationMs).toBeLessThan(2500);
   });
 
   it('disables the subscription on 410, keeps its undelivered events listed, and sends them when set active again', async () => {
@@ -415,15 +439,19 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(() => new Webhook(subscription.secret).verify(later.body, later.headers)).toThrow();
   });
 
-  it('deletes a subscription (204, then 404; the same Idempotency-Key replays the 204)', async () => {
+  it('deletes a subscription (204, then 404; the same Idempotency-Key replays the 204), with its deliveries and their attempts', async () => {
     const { auth, subscription } = await setup('/delete', 'checkin.created');
     await checkin(auth);
+    await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    const stored = async (table: string) => Number((await t.db.knex(table).where({ subscription_id: subscription.id }).count({ n: '*' }))[0].n);
+    expect([await stored('webhook_deliveries'), await stored('webhook_delivery_attempts')]).toEqual([1, 1]);
     await t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).set('Idempotency-Key', 'del-sub').expect(204);
     const replayed = await t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).set('Idempotency-Key', 'del-sub').expect(204);
     expect(replayed.headers['idempotent-replayed']).toBe('true');
     expect((await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(404)).body).toEqual(anError('NOT_FOUND'));
     expect((await t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(404)).body).toEqual(anError('NOT_FOUND'));
     await t.http.get(`${HOOKS}/${subscription.id}/deliveries`).set('Authorization', auth).expect(404);
+    expect([await stored('webhook_deliveries'), await stored('webhook_delivery_attempts')]).toEqual([0, 0]);
   });
 
   it('answers trigger samples: the newest events of the type in the delivered shape, else the catalogue sample', async () => {

@@ -7157,13 +7157,283 @@ return errors === 0;
 }
 validate200.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookReplayResult = validate203;
-const schema79 = {"type":"object","required":["replayed"],"properties":{"replayed":{"type":"integer","minimum":0,"description":"Deliveries queued."}}};
+exports.WebhookDeliveryWithAttempts = validate203;
+const schema79 = {"allOf":[{"$ref":"components#/$defs/WebhookDelivery"},{"type":"object","required":["attemptHistory"],"properties":{"attemptHistory":{"type":"array","maxItems":50,"items":{"$ref":"components#/$defs/WebhookDeliveryAttempt"},"description":"The attempts that have an outcome, oldest first; the latest 50."}}}]};
+const schema80 = {"type":"object","required":["attempt","startedAt","durationMs","outcome","responseStatus","responseExcerpt"],"properties":{"attempt":{"type":"integer","minimum":1,"description":"The attempt's number in its retry schedule; a retry or a re-enabled subscription starts a new schedule at 1."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From the start of the attempt to its answer, or to the error."},"outcome":{"type":"string","enum":["succeeded","failed"],"description":"`succeeded`: the target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error."}}};
+
+function validate205(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate205.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.attempt === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "attempt"},message:"must have required property '"+"attempt"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.startedAt === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startedAt"},message:"must have required property '"+"startedAt"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.durationMs === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "durationMs"},message:"must have required property '"+"durationMs"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.outcome === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "outcome"},message:"must have required property '"+"outcome"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.responseStatus === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "responseStatus"},message:"must have required property '"+"responseStatus"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.responseExcerpt === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "responseExcerpt"},message:"must have required property '"+"responseExcerpt"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.attempt !== undefined){
+let data0 = data.attempt;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+const err6 = {instancePath:instancePath+"/attempt",schemaPath:"#/properties/attempt/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 < 1 || isNaN(data0)){
+const err7 = {instancePath:instancePath+"/attempt",schemaPath:"#/properties/attempt/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+}
+if(data.startedAt !== undefined){
+if(!(validate58(data.startedAt, {instancePath:instancePath+"/startedAt",parentData:data,parentDataProperty:"startedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.durationMs !== undefined){
+let data2 = data.durationMs;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+const err8 = {instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 0 || isNaN(data2)){
+const err9 = {instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+}
+if(data.outcome !== undefined){
+let data3 = data.outcome;
+if(typeof data3 !== "string"){
+const err10 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(!((data3 === "succeeded") || (data3 === "failed"))){
+const err11 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema80.properties.outcome.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.responseStatus !== undefined){
+let data4 = data.responseStatus;
+if((!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))) && (data4 !== null)){
+const err12 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema80.properties.responseStatus.type},message:"must be integer,null"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.responseExcerpt !== undefined){
+let data5 = data.responseExcerpt;
+if((typeof data5 !== "string") && (data5 !== null)){
+const err13 = {instancePath:instancePath+"/responseExcerpt",schemaPath:"#/properties/responseExcerpt/type",keyword:"type",params:{type: schema80.properties.responseExcerpt.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+else {
+const err14 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+validate205.errors = vErrors;
+return errors === 0;
+}
+validate205.evaluated = {"props":{"attempt":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
+
 
 function validate203(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate203.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(!(validate192(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate192.errors : vErrors.concat(validate192.errors);
+errors = vErrors.length;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.attemptHistory === undefined){
+const err0 = {instancePath,schemaPath:"#/allOf/1/required",keyword:"required",params:{missingProperty: "attemptHistory"},message:"must have required property '"+"attemptHistory"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.attemptHistory !== undefined){
+let data0 = data.attemptHistory;
+if(Array.isArray(data0)){
+if(data0.length > 50){
+const err1 = {instancePath:instancePath+"/attemptHistory",schemaPath:"#/allOf/1/properties/attemptHistory/maxItems",keyword:"maxItems",params:{limit: 50},message:"must NOT have more than 50 items"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate205(data0[i0], {instancePath:instancePath+"/attemptHistory/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate205.errors : vErrors.concat(validate205.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/attemptHistory",schemaPath:"#/allOf/1/properties/attemptHistory/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/allOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate203.errors = vErrors;
+return errors === 0;
+}
+validate203.evaluated = {"props":{"attemptHistory":true,"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.WebhookReplayResult = validate208;
+const schema81 = {"type":"object","required":["replayed"],"properties":{"replayed":{"type":"integer","minimum":0,"description":"Deliveries queued."}}};
+
+function validate208(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate208.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7217,19 +7487,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate203.errors = vErrors;
+validate208.errors = vErrors;
 return errors === 0;
 }
-validate203.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
+validate208.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscription = validate204;
-const schema80 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema81 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
+exports.WebhookSubscription = validate209;
+const schema82 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema83 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
 
-function validate206(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate211(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate206.evaluated;
+const evaluated0 = validate211.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7247,7 +7517,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "active") || (data === "paused")) || (data === "disabled"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema81.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema83.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -7256,17 +7526,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate206.errors = vErrors;
+validate211.errors = vErrors;
 return errors === 0;
 }
-validate206.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate211.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 const formats22 = require("../../runtime/http/validationFormats").validationFormats.uri;
 
-function validate204(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate209(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate204.evaluated;
+const evaluated0 = validate209.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7411,7 +7681,7 @@ errors++;
 if(data.triggerKey !== undefined){
 let data2 = data.triggerKey;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema80.properties.triggerKey.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema82.properties.triggerKey.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -7479,15 +7749,15 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate206(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate206.errors : vErrors.concat(validate206.errors);
+if(!(validate211(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate211.errors : vErrors.concat(validate211.errors);
 errors = vErrors.length;
 }
 }
 if(data.disabledReason !== undefined){
 let data7 = data.disabledReason;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err18 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema80.properties.disabledReason.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema82.properties.disabledReason.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -7497,7 +7767,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!(((data7 === "gone") || (data7 === "failing")) || (data7 === null))){
-const err19 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema80.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema82.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -7648,18 +7918,18 @@ vErrors.push(err24);
 }
 errors++;
 }
-validate204.errors = vErrors;
+validate209.errors = vErrors;
 return errors === 0;
 }
-validate204.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate209.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionList = validate212;
-const schema82 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.WebhookSubscriptionList = validate217;
+const schema84 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate212(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate217(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate212.evaluated;
+const evaluated0 = validate217.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7692,8 +7962,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate204(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate204.errors : vErrors.concat(validate204.errors);
+if(!(validate209(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate209.errors : vErrors.concat(validate209.errors);
 errors = vErrors.length;
 }
 }
@@ -7726,26 +7996,26 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate212.errors = vErrors;
+validate217.errors = vErrors;
 return errors === 0;
 }
-validate212.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate217.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionWithSecret = validate215;
-const schema83 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
+exports.WebhookSubscriptionWithSecret = validate220;
+const schema85 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
 
-function validate215(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate220(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate215.evaluated;
+const evaluated0 = validate220.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate204(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate204.errors : vErrors.concat(validate204.errors);
+if(!(validate209(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate209.errors : vErrors.concat(validate209.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -7782,8 +8052,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate215.errors = vErrors;
+validate220.errors = vErrors;
 return errors === 0;
 }
-validate215.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate220.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 

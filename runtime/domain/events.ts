@@ -7,7 +7,7 @@ import { inWriteTransaction } from '../storage/writeTransaction';
 import { committedReads } from '../storage/committedReads';
 import { ApiError, validationError } from '../errors';
 import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, type FeedPosition, findEvent, firstSeqAtOrAfter, highestEventSeq, listEvents } from '../storage/repositories/eventsRepository';
-import { deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
+import { deleteAttemptsBefore, deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
 import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
 import type { PurgeOptions } from '../periodic';
 
@@ -104,7 +104,7 @@ export function retentionCutoff(retentionDays: number, now = Date.now()): string
 
 /**
  * Deletes events older than the retention (from the oldest on, in `seq` order: see
- * deleteEventsBefore), and the deliveries made before it, in short batches
+ * deleteEventsBefore), and the deliveries made and the delivery attempts started before it, in short batches
  * (each delete holds the SQLite write lock or Postgres row locks only briefly), yielding between
  * them, until both have caught up (or `maxBatches` ran, or the process is `stopping`: no cap by
  * default, as for the idempotency purge). Several processes may run it at once: deleting is idempotent.
@@ -115,8 +115,9 @@ export async function purgeExpiredEvents(db: Knex, retentionDays: number, { batc
   for (let round = 0; round < maxBatches && !stopping(); round++) {
     const events = await inWriteTransaction(db, (trx) => deleteEventsBefore(trx, cutoff, batch));
     const deliveries = await inWriteTransaction(db, (trx) => deleteDeliveriesBefore(trx, cutoff, batch));
+    const attempts = await inWriteTransaction(db, (trx) => deleteAttemptsBefore(trx, cutoff, batch));
     total += events.deleted;
-    if (!events.more && deliveries < batch) break;
+    if (!events.more && deliveries < batch && attempts < batch) break;
     await new Promise((resolve) => setImmediate(resolve));
   }
   return total;

@@ -19,7 +19,7 @@ import {
   WebhookSubscription,
   WebhookSubscriptionRow,
 } from '../storage/repositories/webhookSubscriptionsRepository';
-import { findDeliveryRow, insertReplayDeliveries, listDeliveries, makeDeliveryDueNow, requeueUndelivered, toDelivery, WebhookDelivery, type WebhookDeliveryFilters } from '../storage/repositories/webhookDeliveriesRepository';
+import { findDeliveryRow, insertReplayDeliveries, listDeliveries, listDeliveryAttempts, makeDeliveryDueNow, requeueUndelivered, toDelivery, WebhookDelivery, type WebhookDeliveryFilters } from '../storage/repositories/webhookDeliveriesRepository';
 import type { Page, PageRequest } from '../cursor';
 
 /**
@@ -161,6 +161,21 @@ export async function listSubscriptionDeliveries(
   const listed = await listDeliveries(db, orgId, id, filters, page);
   if (subscription.status === 'active') return listed;
   return { ...listed, data: listed.data.map((delivery) => ({ ...delivery, nextAttemptAt: null })) };
+}
+
+/** At most this many attempts in a delivery's `attemptHistory` (the latest). */
+export const ATTEMPT_HISTORY_LIMIT = 50;
+
+/** One delivery with its attempts that have an outcome; `nextAttemptAt` as listSubscriptionDeliveries says. */
+export async function getSubscriptionDelivery(
+  db: Knex, orgId: string, partner: string, id: string, deliveryId: string,
+): Promise<components['schemas']['WebhookDeliveryWithAttempts']> {
+  const subscription = await subscriptionRow(db, orgId, partner, id);
+  const row = await findDeliveryRow(db, orgId, id, deliveryId);
+  if (!row) throw notFound('delivery', deliveryId);
+  const delivery = toDelivery(row);
+  const attemptHistory = await listDeliveryAttempts(db, row.id, ATTEMPT_HISTORY_LIMIT);
+  return { ...delivery, nextAttemptAt: subscription.status === 'active' ? delivery.nextAttemptAt : null, attemptHistory };
 }
 
 export async function deleteSubscription(db: Knex, orgId: string, partner: string, id: string): Promise<void> {

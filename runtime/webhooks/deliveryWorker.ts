@@ -5,7 +5,7 @@ import type { Config } from '../config';
 import { toDeliveredEvent } from '../domain/events';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { toEvent } from '../storage/repositories/eventsRepository';
-import { anyDeliveryDue, ClaimedDelivery, finishAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
+import { anyDeliveryDue, ClaimedDelivery, finishAttempt, insertDeliveryAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
 import { claimDueDeliveries } from './deliveryClaims';
 import { disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
 import { AttemptOutcome, postWebhook } from './send';
@@ -131,7 +131,7 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
   };
   const token = delivery.lease_token!;
   const ok = outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
-  const stored = await inWriteTransaction(db, async (trx): Promise<'succeeded' | 'failed' | 'abandoned' | undefined> => {
+  const storeOutcome = async (trx: Knex): Promise<'succeeded' | 'failed' | 'abandoned' | undefined> => {
     if (ok) {
       if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'succeeded', next_attempt_at: null })) {
         await markSubscriptionSucceeded(trx, subscription.id, finishedAt);
@@ -161,6 +161,18 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
       return 'abandoned';
     }
     return undefined;
+  };
+  const stored = await inWriteTransaction(db, async (trx) => {
+    const result = await storeOutcome(trx);
+    // the attempt's history, beside its outcome (an outcome dropped for a lost lease is not one)
+    if (result) {
+      await insertDeliveryAttempt(trx, {
+        org_id: delivery.org_id, subscription_id: subscription.id, delivery_id: delivery.id, attempt: attempts,
+        started_at: now.toISOString(), duration_ms: Date.parse(finishedAt) - now.getTime(), outcome: ok ? 'succeeded' : 'failed',
+        response_status: outcome.status, response_excerpt: outcome.excerpt,
+      });
+    }
+    return result;
   });
   // counted once the outcome is stored; an attempt whose lease was lost meanwhile is another worker's
   if (stored) metrics.webhookAttempts.inc({ outcome: stored });

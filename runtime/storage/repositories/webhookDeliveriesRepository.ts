@@ -326,6 +326,44 @@ export async function deleteDeliveriesBefore(db: Knex, createdBefore: string, ba
   return db('webhook_deliveries').whereIn('seq', orphans).delete();
 }
 
+export type WebhookDeliveryAttempt = components['schemas']['WebhookDeliveryAttempt'];
+
+export interface WebhookDeliveryAttemptRow {
+  org_id: string;
+  subscription_id: string;
+  delivery_id: string;
+  attempt: number;
+  started_at: string;
+  duration_ms: number;
+  outcome: WebhookDeliveryAttempt['outcome'];
+  response_status: number | null;
+  response_excerpt: string | null;
+}
+
+/** An attempt that got an outcome (the delivery engine, in the transaction that stores it on the delivery). */
+export async function insertDeliveryAttempt(db: Knex, row: WebhookDeliveryAttemptRow): Promise<void> {
+  await db('webhook_delivery_attempts').insert(row);
+}
+
+/** The latest `limit` attempts of a delivery, oldest first. */
+export async function listDeliveryAttempts(db: Knex, deliveryId: string, limit: number): Promise<WebhookDeliveryAttempt[]> {
+  const rows: WebhookDeliveryAttemptRow[] = await db('webhook_delivery_attempts').where({ delivery_id: deliveryId }).orderBy('seq', 'desc').limit(limit);
+  return rows.reverse().map((r) => ({
+    attempt: Number(r.attempt),
+    startedAt: r.started_at,
+    durationMs: Number(r.duration_ms),
+    outcome: r.outcome,
+    responseStatus: r.response_status === null ? null : Number(r.response_status),
+    responseExcerpt: r.response_excerpt,
+  }));
+}
+
+/** Up to `batch` attempts that started before `startedBefore` (the retention purge). */
+export async function deleteAttemptsBefore(db: Knex, startedBefore: string, batch: number): Promise<number> {
+  const old = db('webhook_delivery_attempts').select('seq').where('started_at', '<', startedBefore).limit(batch);
+  return db('webhook_delivery_attempts').whereIn('seq', old).delete();
+}
+
 /**
  * Stores the outcome of an attempt, fenced on the lease token: when the lease ran out and
  * another worker claimed the delivery meanwhile, this worker's outcome is dropped (false).

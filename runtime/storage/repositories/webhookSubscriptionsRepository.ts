@@ -102,9 +102,10 @@ export async function updateSubscriptionRow(db: Knex, orgId: string, id: string,
 const typeRows = (orgId: string, subscriptionId: string, matchKey: string) =>
   matchKey.split(',').map((type) => ({ subscription_id: subscriptionId, org_id: orgId, event_type: type }));
 
-/** Deletes the subscription, its event types and its deliveries. */
+/** Deletes the subscription, its event types, its deliveries and their attempts. */
 export async function deleteSubscriptionRows(db: Knex, orgId: string, id: string): Promise<boolean> {
   await db('webhook_subscription_types').where({ org_id: orgId, subscription_id: id }).delete();
+  await db('webhook_delivery_attempts').where({ org_id: orgId, subscription_id: id }).delete();
   await db('webhook_deliveries').where({ org_id: orgId, subscription_id: id }).delete();
   return (await db('webhook_subscriptions').where({ org_id: orgId, id }).delete()) > 0;
 }

@@ -30,6 +30,8 @@ export interface DeliveryWorkerOptions {
   pollIntervalMs?: number;
   /** Attempts in flight at once in this process. */
   concurrency?: number;
+  /** While claiming keeps failing, at most one log line per this many ms. */
+  failureLogIntervalMs?: number;
 }
 
 export interface DeliveryWorker {
@@ -42,6 +44,10 @@ const DEFAULT_POLL_MS = 200;
 const DEFAULT_CONCURRENCY = 16;
 /** Spread of retries around their scheduled delay, so that a receiver coming back is not hit by every retry at once. */
 const JITTER = 0.2;
+/** While the database refuses the claims (an outage), the engine asks this often, not every poll. */
+const FAILING_POLL_MS = 1000;
+/** …and logs the failure at most this often, with how many claims failed and since when. */
+const FAILURE_LOG_MS = 60_000;
 /** A Retry-After longer than this is capped: a receiver cannot park deliveries past the event retention. */
 const MAX_RETRY_AFTER_SECONDS = 24 * 3600;
 
@@ -61,6 +67,7 @@ export function startDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWor
       };
     });
 
+  const failing = failureLog(logger, options.failureLogIntervalMs ?? FAILURE_LOG_MS);
   const loop = async () => {
     while (!stopping) {
       let claimed: ClaimedDelivery[] = [];
@@ -68,8 +75,9 @@ export function startDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWor
       if (room > 0) {
         try {
           claimed = await claim(db, settings, room);
+          failing.recovered();
         } catch (err) {
-          logger?.warn({ err }, 'claiming webhook deliveries failed');
+          failing.failed(err);
         }
       }
       for (const item of claimed) {
@@ -81,7 +89,7 @@ export function startDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWor
           });
         inFlight.add(attempt);
       }
-      if (!claimed.length || inFlight.size >= concurrency) await nap(pollMs);
+      if (!claimed.length || inFlight.size >= concurrency) await nap(failing.since === undefined ? pollMs : Math.max(pollMs, FAILING_POLL_MS));
     }
     await Promise.all(inFlight);
   };
@@ -91,6 +99,36 @@ export function startDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWor
       stopping = true;
       wake?.();
       await running;
+    },
+  };
+}
+
+/**
+ * The claims' failures, told once when they start (with the error), then at most once per
+ * `intervalMs` while they go on, and once when a claim works again: a database outage of an hour
+ * is a few lines, not a stack trace every poll.
+ */
+function failureLog(logger: Logger | undefined, intervalMs: number) {
+  let failures = 0;
+  let loggedAt = 0;
+  return {
+    since: undefined as number | undefined,
+    failed(err: unknown) {
+      const now = Date.now();
+      failures++;
+      if (this.since === undefined) {
+        this.since = loggedAt = now;
+        logger?.warn({ err }, 'claiming webhook deliveries failed; retrying every second');
+      } else if (now - loggedAt >= intervalMs) {
+        loggedAt = now;
+        logger?.warn({ failures, failingForMs: now - this.since, error: err instanceof Error ? err.message : String(err) }, 'claiming webhook deliveries still fails');
+      }
+    },
+    recovered() {
+      if (this.since === undefined) return;
+      logger?.info({ failures, failedForMs: Date.now() - this.since }, 'claiming webhook deliveries works again');
+      this.since = undefined;
+      failures = 0;
     },
   };
 }

@@ -43,6 +43,11 @@ export interface Config {
   webConcurrency: number;
   /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
   metricsToken?: string;
+  /**
+   * `npm run worker` only: the port of its /healthz, /readyz and /metrics (on HOST), for an
+   * orchestrator to probe and Prometheus to scrape; unset, the engine listens on nothing.
+   */
+  workerPort?: number;
 }
 
 export interface RateLimitConfig {
@@ -98,6 +103,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutSeconds: integer(env, 'REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     webConcurrency: integer(env, 'WEB_CONCURRENCY', 1, 1, 256),
     metricsToken: raw(env, 'METRICS_TOKEN'),
+    workerPort: optionalInteger(env, 'WORKER_PORT', 0, 65535),
   };
 }
 
@@ -144,6 +150,11 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
     throw new ConfigError(`${name}=${JSON.stringify(value)} is invalid: expected a whole number from ${min} to ${max}`);
   }
   return Number(value);
+}
+
+/** A whole number like `integer`, or undefined when the variable is unset (a feature left off). */
+function optionalInteger(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+  return raw(env, name) === undefined ? undefined : integer(env, name, min, min, max);
 }
 
 function nonEmpty(env: NodeJS.ProcessEnv, name: string, fallback: string): string {

@@ -1,10 +1,10 @@
 import path from 'node:path';
-import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { Router } from 'express';
 import type { Knex } from 'knex';
-import { ApiError, unauthenticated } from '../errors';
+import { ApiError } from '../errors';
 import { pendingMigrations } from '../storage/migrate';
-import { metricsText, METRICS_CONTENT_TYPE } from '../observability/metrics';
+import { metricsAccessError, metricsText, METRICS_CONTENT_TYPE } from '../observability/metrics';
+import { checkReadiness, READY_BODY } from '../observability/readiness';
 import { DATABASE_RETRY_AFTER_SECONDS } from './errorRendering';
 import { contractDocument, sdkContractDocument } from './contractDocuments';
 
@@ -19,22 +19,17 @@ export function publicRoutes(db: Knex, options: { metricsToken?: string } = {}):
   // a healthy process restarted
   router.get('/healthz', (_req, res) => { res.json({ status: 'ok' }); });
   // readiness: the database answers and has every migration this code expects
+  // (observability/readiness.ts, shared with the delivery engine's own listener)
   router.get('/readyz', async (_req, res, next) => {
-    const unavailable = (message: string) =>
-      new ApiError('SERVICE_UNAVAILABLE', message, undefined, { 'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS) });
-    let pending: string[];
-    try {
-      pending = await pendingMigrations(db);
-    } catch {
-      return next(unavailable('The database is unreachable'));
+    const readiness = await checkReadiness(() => pendingMigrations(db));
+    if (!readiness.ready) {
+      return next(new ApiError('SERVICE_UNAVAILABLE', readiness.reason, undefined, { 'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS) }));
     }
-    if (pending.length) return next(unavailable(`The database lacks ${pending.length} migration(s): ${pending.join(', ')}`));
-    res.json({ status: 'ok', database: 'ok', migrations: 'current' });
+    res.json(READY_BODY);
   });
   router.get('/metrics', async (req, res, next) => {
-    if (options.metricsToken !== undefined && !bearerMatches(req.headers.authorization, options.metricsToken)) {
-      return next(unauthenticated('GET /metrics needs Authorization: Bearer <METRICS_TOKEN>'));
-    }
+    const refused = metricsAccessError(req.headers.authorization, options.metricsToken);
+    if (refused) return next(refused);
     try {
       const text = await metricsText();
       res.type(METRICS_CONTENT_TYPE).send(text);
@@ -92,11 +87,3 @@ const DOCS_PAGE = `<!doctype html>
 </body>
 </html>
 `;
-
-/** Compares hashes so that the comparison takes the same time whatever the token's length. */
-function bearerMatches(authorization: string | undefined, token: string): boolean {
-  const match = /^Bearer +(\S+)$/i.exec(authorization?.trim() ?? '');
-  if (!match) return false;
-  const digest = (s: string) => createHash('sha256').update(s).digest();
-  return timingSafeEqual(digest(match[1]), digest(token));
-}

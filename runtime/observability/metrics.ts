@@ -1,7 +1,8 @@
 import cluster from 'node:cluster';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Knex } from 'knex';
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, register } from 'prom-client';
+import { ApiError, unauthenticated } from '../errors';
 
 /**
  * Prometheus metrics (prom-client). Every metric lives in prom-client's default registry,
@@ -134,3 +135,21 @@ export function serveClusterMetrics(): void {
 }
 
 export const METRICS_CONTENT_TYPE = registry.contentType;
+
+/**
+ * Why a GET /metrics is refused (401), or undefined when it may be answered: with METRICS_TOKEN
+ * set, only `Authorization: Bearer <METRICS_TOKEN>` may read the metrics. For every process that
+ * serves them (runtime/http/publicRoutes.ts, runtime/webhooks/probeServer.ts).
+ */
+export function metricsAccessError(authorization: string | undefined, metricsToken: string | undefined): ApiError | undefined {
+  if (metricsToken === undefined || bearerMatches(authorization, metricsToken)) return undefined;
+  return unauthenticated('GET /metrics needs Authorization: Bearer <METRICS_TOKEN>');
+}
+
+/** Compares hashes so that the comparison takes the same time whatever the token's length. */
+function bearerMatches(authorization: string | undefined, token: string): boolean {
+  const match = /^Bearer +(\S+)$/i.exec(authorization?.trim() ?? '');
+  if (!match) return false;
+  const digest = (s: string) => createHash('sha256').update(s).digest();
+  return timingSafeEqual(digest(match[1]), digest(token));
+}

@@ -2,6 +2,11 @@ import path from 'node:path';
 
 /** Server configuration: environment variables only (docs/architecture.md, "Running and configuration"), validated at start. */
 export interface Config {
+  /**
+   * NODE_ENV=production: DATABASE_URL is required, and the server creates no first key on an
+   * empty database (it would print a secret into the logs): the operator creates it with the key CLI.
+   */
+  production: boolean;
   port: number;
   host: string;
   /** `sqlite:` or `postgres:` URL; see parseDatabaseUrl. */
@@ -80,7 +85,8 @@ export const DEFAULT_DATABASE_URL = `sqlite:${path.join('data', 'fieldops.sqlite
 
 /** Reads and validates the configuration; a bad value throws one line naming the variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  return {
+  return checkedTogether({
+    production: env.NODE_ENV === 'production',
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: nonEmpty(env, 'HOST', '127.0.0.1'),
     databaseUrl: databaseUrl(env),
@@ -104,7 +110,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webConcurrency: integer(env, 'WEB_CONCURRENCY', 1, 1, 256),
     metricsToken: raw(env, 'METRICS_TOKEN'),
     workerPort: optionalInteger(env, 'WORKER_PORT', 0, 65535),
-  };
+  });
+}
+
+/** Settings that are each valid but do not go together: refused at start, as a bad value is. */
+function checkedTogether(config: Config): Config {
+  if (config.rateLimit.store === 'redis' && config.redisUrl === undefined) {
+    throw new ConfigError('RATE_LIMIT_STORE=redis needs REDIS_URL');
+  }
+  if (config.rateLimit.store === 'postgres' && !/^postgres(ql)?:\/\//.test(config.databaseUrl)) {
+    throw new ConfigError('RATE_LIMIT_STORE=postgres needs a Postgres DATABASE_URL');
+  }
+  return config;
 }
 
 function webhookSettings(env: NodeJS.ProcessEnv) {

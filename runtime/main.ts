@@ -12,7 +12,8 @@ import { BackgroundWork, exitGracefullyOnSignals } from './lifecycle/shutdown';
 import { runPrimary } from './lifecycle/cluster';
 
 /**
- * `npm start`: validate the configuration, migrate, create the first key if none exists, listen.
+ * `npm start`: validate the configuration, migrate, create the first key if none exists (not
+ * with NODE_ENV=production: the key CLI does), listen.
  * With WEB_CONCURRENCY > 1 this process does the first three and forks the workers that listen.
  */
 async function main(): Promise<void> {
@@ -41,9 +42,13 @@ async function prepareDatabase(config: Config): Promise<(port: number | undefine
       const missing = /database .* does not exist/.test(err.message) ? ' (create it first, or fix DATABASE_URL)' : '';
       throw new Error(`Cannot prepare the database of DATABASE_URL: ${err.message}${missing}`);
     });
-    const bootstrap = (await countApiKeys(database.knex)) === 0
-      ? await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' })
-      : undefined;
+    const noKey = (await countApiKeys(database.knex)) === 0;
+    // in production a secret printed on stdout ends up in the log store: the operator creates the
+    // first key with the key CLI instead, and is told so
+    if (noKey && config.production) {
+      return () => process.stderr.write(`No API key exists. Create the first one with: node dist/scripts/keys.js create --scopes all --org ${DEFAULT_ORGANIZATION} --name admin\n`);
+    }
+    const bootstrap = noKey ? await createApiKey(database.knex, { scopes: ALL_SCOPES, organization: DEFAULT_ORGANIZATION, name: 'bootstrap' }) : undefined;
     // `port` is where the server listens; undefined when it could not listen (the key was made
     // and stays valid, so it is still shown, without an address to try it on)
     return (port) => {

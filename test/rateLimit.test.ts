@@ -29,7 +29,8 @@ const LIMITS = {
 
 const stores = [
   { store: 'memory', database: sqlite, env: {} },
-  { store: 'postgres', database: postgres, env: {} },
+  // the config refuses the Postgres store without a Postgres DATABASE_URL; the apps get the test database's pool
+  { store: 'postgres', database: postgres, env: { DATABASE_URL: process.env.TEST_DATABASE_URL ?? '' } },
   { store: 'redis', database: sqlite, env: { REDIS_URL: redisUrl } },
 ] as const;
 
@@ -334,7 +335,7 @@ for (const { store, database, skip } of outages) {
     async function app(prefix: string): Promise<TestClient> {
       const other = db.openAnother();
       extraDbs.push(other);
-      const env = store === 'redis' ? { REDIS_URL: `redis://127.0.0.1:${proxy!.port}` } : {};
+      const env = store === 'redis' ? { REDIS_URL: `redis://127.0.0.1:${proxy!.port}` } : { DATABASE_URL: process.env.TEST_DATABASE_URL };
       const created = createApp(loadConfig({ ...LIMITS, ...env, RATE_LIMIT_STORE: store, RATE_LIMIT_KEY_PREFIX: prefix }), { db: other.knex, purgeIntervalMs: 0 });
       apps.push(created);
       await created.ready();

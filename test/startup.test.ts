@@ -11,12 +11,12 @@ const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 describe('configuration', () => {
   it('has the documented defaults', () => {
     expect(loadConfig({})).toEqual({
-      port: 8080, host: '127.0.0.1', databaseUrl: 'sqlite:data/fieldops.sqlite', idempotencyTtlSeconds: 86400,
+      production: false, port: 8080, host: '127.0.0.1', databaseUrl: 'sqlite:data/fieldops.sqlite', idempotencyTtlSeconds: 86400,
       idempotencyLeaseSeconds: 8, logLevel: 'info', maxBodyBytes: 1048576, corsOrigins: [],
       eventsRetentionDays: 30, webhookWorker: true, webhookTimeoutSeconds: 10, webhookAllowPrivateTargets: false, webhookLeaseSeconds: 60,
       webhookRetrySchedule: [0, 5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000, 36000],
       rateLimit: { perMinute: 600, ingestBatchesPerMinute: 60, authFailuresPerMinute: 30, store: 'auto', keyPrefix: 'fop' },
-      redisUrl: undefined, trustProxy: false, shutdownTimeoutSeconds: 25, requestTimeoutSeconds: 30, webConcurrency: 1, metricsToken: undefined,
+      redisUrl: undefined, trustProxy: false, shutdownTimeoutSeconds: 25, requestTimeoutSeconds: 30, webConcurrency: 1, metricsToken: undefined, workerPort: undefined,
     });
   });
 
@@ -41,6 +41,9 @@ describe('configuration', () => {
     ['TRUST_PROXY', 'everyone', 'TRUST_PROXY contains "everyone"'],
     ['WEB_CONCURRENCY', '0', 'WEB_CONCURRENCY="0" is invalid: expected a whole number from 1 to 256'],
     ['NODE_ENV', 'production', 'DATABASE_URL is required when NODE_ENV=production (the default, a SQLite file in ./data, is for development)'],
+    // valid alone, not together with the rest
+    ['RATE_LIMIT_STORE', 'redis', 'RATE_LIMIT_STORE=redis needs REDIS_URL'],
+    ['RATE_LIMIT_STORE', 'postgres', 'RATE_LIMIT_STORE=postgres needs a Postgres DATABASE_URL'],
   ])('%s=%s is refused with a line naming it', (name, value, message) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);
@@ -71,20 +74,39 @@ describe('npm start (runtime/main.ts)', () => {
     expect(second.stdout).not.toContain('fop_');
     second.stop();
   });
+
+  it('with NODE_ENV=production creates no key (no secret in the logs) and says how to create the first one', async () => {
+    const file = path.join(dir, 'production.sqlite');
+    const env = { ...process.env, NODE_ENV: 'production', DATABASE_URL: `sqlite:${file}`, PORT: '0', LOG_LEVEL: 'info' };
+    const server = await startUntilListening(env);
+    for (let i = 0; i < 50 && !server.stderr().includes('No API key exists'); i++) await new Promise((r) => setTimeout(r, 100));
+    server.stop();
+    expect(server.stderr()).toContain('No API key exists. Create the first one with: node dist/scripts/keys.js create --scopes all --org default --name admin\n');
+    expect(server.stdout + server.stderr()).not.toMatch(/fop_|No API key existed/);
+    const Database = (await import('better-sqlite3')).default;
+    const db = new Database(file, { readonly: true });
+    try {
+      expect(db.prepare('select count(*) as n from api_keys').get()).toEqual({ n: 0 });
+    } finally {
+      db.close();
+    }
+  });
 });
 
 /** Starts the server and resolves once it logs "listening" (with the port it got). */
-function startUntilListening(env: NodeJS.ProcessEnv): Promise<{ stdout: string; port: number; stop(): void }> {
+function startUntilListening(env: NodeJS.ProcessEnv): Promise<{ stdout: string; stderr(): string; port: number; stop(): void }> {
   return new Promise((resolve, reject) => {
     const child = spawn(TSX, ['runtime/main.ts'], { cwd: ROOT, env });
     let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (chunk) => { stderr += chunk; });
     const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`server did not start:\n${stdout}`)); }, 30000);
     child.stdout.on('data', (chunk) => {
       stdout += chunk;
       const listening = stdout.split('\n').map((l) => { try { return JSON.parse(l); } catch { return null; } }).find((l) => l?.msg === 'listening');
       if (listening) {
         clearTimeout(timer);
-        resolve({ stdout, port: Number(new URL(listening.address).port), stop: () => child.kill('SIGTERM') });
+        resolve({ stdout, stderr: () => stderr, port: Number(new URL(listening.address).port), stop: () => child.kill('SIGTERM') });
       }
     });
     child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${stdout}`)); });

@@ -104,7 +104,7 @@ for (const kind of testDatabases) {
         const statuses = await Promise.all(Array.from({ length: 20 }, (_, i) =>
           fetch(`${server.baseUrl}/v1/sites`, { method: 'POST', headers: { Authorization: `Bearer ${secrets[0]}`, 'Content-Type': 'application/json', Connection: 'close' }, body: JSON.stringify({ name: `site ${i}` }) }).then((r) => r.status)));
         expect(statuses).toEqual(Array(20).fill(201));
-        const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text();
+        const metrics = await (await fetch(`${server.baseUrl}/metrics`, { headers: { Connection: 'close' } })).text();
         // the primary sums every worker's counters
         expect(metrics).toMatch(/http_requests_total\{operation="createSite",status="201"\} 20/);
 
@@ -113,7 +113,7 @@ for (const kind of testDatabases) {
           fetch(`${server.baseUrl}${path}`, { method, headers: { Authorization: `Bearer ${secrets[0]}`, 'Content-Type': 'application/json', Connection: 'close' }, body: JSON.stringify(body) });
         expect((await call('POST', '/v1/integrations/webhooks/subscriptions', { targetUrl: 'http://127.0.0.1:9/unreachable', triggerKey: 'site.created' })).status).toBe(201);
         for (let i = 0; i < 3; i++) expect((await call('POST', '/v1/sites', { name: `queued ${i}` })).status).toBe(201);
-        expect(await (await fetch(`${server.baseUrl}/metrics`)).text()).toMatch(/^webhook_deliveries_pending 3$/m);
+        expect(await (await fetch(`${server.baseUrl}/metrics`, { headers: { Connection: 'close' } })).text()).toMatch(/^webhook_deliveries_pending 3$/m);
 
         // a worker that dies is replaced, and the port keeps answering
         const [victim] = [...workers];
@@ -121,6 +121,9 @@ for (const kind of testDatabases) {
         await waitFor(() => listeningPids(server).size === 3, 20_000);
         const after = await Promise.all(Array.from({ length: 10 }, (_, i) => call('POST', '/v1/sites', { name: `after ${i}` }).then((r) => r.status)));
         expect(after).toEqual(Array(10).fill(201));
+        // the sums never go down (Prometheus would read a reset): the killed worker's counts, as
+        // of the last scrape (all 23 sites were made before it), stay in them
+        expect(await (await fetch(`${server.baseUrl}/metrics`, { headers: { Connection: 'close' } })).text()).toMatch(/^http_requests_total\{operation="createSite",status="201"\} 33$/m);
 
         process.kill(server.pid, 'SIGTERM');
         expect(await exited).toEqual({ code: 0, signal: null });

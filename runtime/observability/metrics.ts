@@ -10,15 +10,23 @@ import { ApiError, unauthenticated } from '../errors';
  * (`new Counter({ name, help, registers: [registry] })`) and they appear on GET /metrics.
  *
  * With WEB_CONCURRENCY > 1 each worker counts on its own; the worker that answers /metrics asks
- * the primary process, which sums every worker's registry (prom-client's AggregatorRegistry).
+ * the primary process, which collects every worker's registry and combines them with prom-client's
+ * AggregatorRegistry.aggregate (serveClusterMetrics).
  */
 export const registry = register;
 
 collectDefaultMetrics({ register: registry });
 
-// prom-client answers the primary's "send me your metrics" only once an AggregatorRegistry was
-// constructed in the worker (that is where it adds its message listener)
-if (cluster.isWorker) new AggregatorRegistry();
+// a worker of a cluster sends its registry to the primary when asked (serveClusterMetrics)
+if (cluster.isWorker) {
+  process.on('message', (message: { type?: string; id?: string }) => {
+    if (message?.type !== 'fop:metrics-collect') return;
+    registry.getMetricsAsJSON().then(
+      (metrics) => process.send?.({ type: 'fop:metrics-collected', id: message.id, metrics }),
+      (err: Error) => process.send?.({ type: 'fop:metrics-collected', id: message.id, error: err.message }),
+    );
+  });
+}
 
 export const metrics = {
   requests: new Counter({
@@ -122,16 +130,71 @@ export async function metricsText(): Promise<string> {
   });
 }
 
-/** In the primary of a cluster: answers the workers' metrics requests with the sum of all workers. */
+type MetricsJson = Awaited<ReturnType<typeof registry.getMetricsAsJSON>>;
+
+/**
+ * In the primary of a cluster: answers a worker's metrics request with every worker's registry
+ * combined (counters and histograms summed, gauges as each declares: summed, or the largest for
+ * a shared count like webhook_deliveries_pending).
+ *
+ * A counter must never go down, or Prometheus reads a reset and counts the whole sum again as
+ * new. So the counters and histograms of a worker that exits stay in the sums from then on, as
+ * of the last time it was collected (what it counted after that is lost); its gauges go with it.
+ */
 export function serveClusterMetrics(): void {
-  const aggregator = new AggregatorRegistry();
-  cluster.on('message', (worker, message: { type?: string; id?: string }) => {
+  const latest = new Map<number, MetricsJson>();
+  let retired: MetricsJson = [];
+  let retiring = Promise.resolve();
+  cluster.on('exit', (worker) => {
+    const last = latest.get(worker.id);
+    latest.delete(worker.id);
+    const monotonic = (last ?? []).filter((metric) => ['counter', 'histogram'].includes(String(metric.type)));
+    if (!monotonic.length) return;
+    // in turn, so that two workers exiting together both stay counted
+    retiring = retiring.then(async () => {
+      retired = (await combine([retired, monotonic]).getMetricsAsJSON()) as MetricsJson;
+    });
+  });
+  let next = 0;
+  const waiting = new Map<string, (worker: number, reply: { metrics?: MetricsJson; error?: string }) => void>();
+  cluster.on('message', (worker, message: { type?: string; id?: string; metrics?: MetricsJson; error?: string }) => {
+    if (message?.type === 'fop:metrics-collected') {
+      waiting.get(message.id ?? '')?.(worker.id, message);
+      return;
+    }
     if (message?.type !== 'fop:metrics-request') return;
-    aggregator.clusterMetrics().then(
+    const id = String(next++);
+    collect(id).then(
       (text) => worker.send({ type: 'fop:metrics-reply', id: message.id, text }),
       (err: Error) => worker.send({ type: 'fop:metrics-reply', id: message.id, error: err.message }),
     );
   });
+
+  function collect(id: string): Promise<string> {
+    const workers = Object.values(cluster.workers ?? {}).filter((w) => w?.isConnected());
+    return new Promise<string>((resolve, reject) => {
+      let pending = workers.length;
+      const timer = setTimeout(() => finish(new Error('a worker did not send its metrics within 5 s')), 5000);
+      function finish(err?: Error) {
+        clearTimeout(timer);
+        waiting.delete(id);
+        if (err) return reject(err);
+        // an error here must answer the scrape with it, never throw in the primary
+        retiring.then(() => combine([...latest.values(), retired]).metrics()).then(resolve, reject);
+      }
+      waiting.set(id, (workerId, reply) => {
+        if (reply.error !== undefined) return finish(new Error(reply.error));
+        latest.set(workerId, reply.metrics ?? []);
+        if (--pending === 0) finish();
+      });
+      for (const w of workers) w!.send({ type: 'fop:metrics-collect', id });
+      if (pending === 0) finish();
+    });
+  }
+}
+
+function combine(registries: MetricsJson[]) {
+  return AggregatorRegistry.aggregate(registries as Parameters<typeof AggregatorRegistry.aggregate>[0]);
 }
 
 export const METRICS_CONTENT_TYPE = registry.contentType;

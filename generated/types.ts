@@ -2601,7 +2601,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Missing, malformed, unknown or revoked API key (`UNAUTHENTICATED`). Carries `WWW-Authenticate`. */
+        /** @description Missing, malformed, unknown, expired or revoked API key (`UNAUTHENTICATED`). Carries `WWW-Authenticate`. */
         Unauthenticated: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];

@@ -1,23 +1,26 @@
 /**
  * API key CLI (docs/architecture.md, "Running and configuration"), on the same DATABASE_URL as the server, safe while it runs:
  *
- *   npm run keys -- create --scopes users:read,users:write [--org acme] [--name ci]
+ *   npm run keys -- create --scopes users:read,users:write [--org acme] [--name ci] [--expires-in 90d]
  *   npm run keys -- create --scopes all [--org default] [--name walkthrough]   (every scope, as the key printed on first start)
  *   npm run keys -- list
+ *   npm run keys -- roll <keyId> [--expires-in 24h]   (a new key like it; the old one expires then)
  *   npm run keys -- revoke <keyId>
  *
- * `create` prints the secret as the last line of stdout; it is never shown again.
+ * `create` and `roll` print the secret as the last line of stdout; it is never shown again.
  */
 import { loadConfig } from '../runtime/config';
 import { openDatabase } from '../runtime/storage/database';
 import { schemaBehind } from '../runtime/storage/migrate';
-import { ALL_SCOPES, createApiKey, listApiKeys, revokeApiKey, UnknownScopeError } from '../runtime/auth/apiKeys';
+import { ALL_SCOPES, createApiKey, listApiKeys, revokeApiKey, rollApiKey, UnknownKeyError, UnknownScopeError } from '../runtime/auth/apiKeys';
 
 const USAGE = `usage:
-  npm run keys -- create --scopes <scope,scope,…|all> [--org <organization>] [--name <name>]
+  npm run keys -- create --scopes <scope,scope,…|all> [--org <organization>] [--name <name>] [--expires-in <duration>]
   npm run keys -- list
+  npm run keys -- roll <keyId> [--expires-in <duration>]
   npm run keys -- revoke <keyId>
-scopes: ${ALL_SCOPES.join(', ')}; \`all\` gives every one of them`;
+scopes: ${ALL_SCOPES.join(', ')}; \`all\` gives every one of them
+duration: a whole number and s, m, h or d (90d, 24h, 30m); roll's default is 24h, and 0 ends the old key at once`;
 
 class UsageError extends Error {}
 
@@ -27,6 +30,21 @@ function option(args: string[], name: string): string | undefined {
   const value = args[i + 1];
   if (value === undefined || value.startsWith('--')) throw new UsageError(`--${name} needs a value`);
   return value;
+}
+
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+/** At most this far ahead: a longer-lived key is one that never expires (leave --expires-in out). */
+const MAX_EXPIRY_DAYS = 3650;
+
+/** The instant `--expires-in` names, from now; undefined when it is not given. */
+function expiresIn(args: string[], fallback?: string): string | undefined {
+  const value = option(args, 'expires-in') ?? fallback;
+  if (value === undefined) return undefined;
+  const match = /^(\d{1,7})([smhd])?$/.exec(value);
+  if (!match || (match[2] === undefined && match[1] !== '0')) throw new UsageError(`--expires-in ${value} is not a duration: use a whole number and s, m, h or d (90d, 24h), or 0`);
+  const ms = Number(match[1]) * UNIT_MS[match[2] ?? 's'];
+  if (ms > MAX_EXPIRY_DAYS * UNIT_MS.d) throw new UsageError(`--expires-in ${value} is more than ${MAX_EXPIRY_DAYS} days: leave it out for a key that does not expire`);
+  return new Date(Date.now() + ms).toISOString();
 }
 
 async function main(args: string[]): Promise<void> {
@@ -46,8 +64,17 @@ async function main(args: string[]): Promise<void> {
         scopes: scopes.trim() === 'all' ? ALL_SCOPES : scopes.split(',').map((s) => s.trim()).filter(Boolean),
         organization: option(rest, 'org'),
         name: option(rest, 'name'),
+        expiresAt: expiresIn(rest),
       });
+      console.log(`created key ${key.id} (${key.name}) in organization ${key.organization} with scopes ${key.scopes.join(' ')}${key.expiresAt ? `, expiring at ${key.expiresAt}` : ''}`);
+      console.log('the secret below is shown only now:');
+      console.log(secret);
+    } else if (command === 'roll') {
+      const id = rest[0];
+      if (!id || id.startsWith('--')) throw new UsageError('roll needs a key id (see npm run keys -- list)');
+      const { key, secret, old } = await rollApiKey(database.knex, id, expiresIn(rest.slice(1), '24h')!);
       console.log(`created key ${key.id} (${key.name}) in organization ${key.organization} with scopes ${key.scopes.join(' ')}`);
+      console.log(`key ${old.id} expires at ${old.expiresAt}: move its clients to the new secret before then`);
       console.log('the secret below is shown only now:');
       console.log(secret);
     } else if (command === 'list') {
@@ -55,7 +82,7 @@ async function main(args: string[]): Promise<void> {
       if (keys.length === 0) console.log('no keys');
       for (const k of keys) {
         console.log([k.id, k.name, `org=${k.organization}`, `prefix=${k.prefix}…`, `scopes=${k.scopes.join(',')}`, `created=${k.createdAt}`,
-          `lastUsed=${k.lastUsedAt ?? '-'}`, k.revokedAt ? `REVOKED=${k.revokedAt}` : 'active'].join('  '));
+          `lastUsed=${k.lastUsedAt ?? '-'}`, keyState(k)].join('  '));
       }
     } else if (command === 'revoke') {
       const id = rest[0];
@@ -70,8 +97,15 @@ async function main(args: string[]): Promise<void> {
   }
 }
 
+/** `active`, `active expires=…`, `EXPIRED=…` or `REVOKED=…`. */
+function keyState(k: { revokedAt: string | null; expiresAt: string | null }): string {
+  if (k.revokedAt) return `REVOKED=${k.revokedAt}`;
+  if (k.expiresAt === null) return 'active';
+  return k.expiresAt <= new Date().toISOString() ? `EXPIRED=${k.expiresAt}` : `active expires=${k.expiresAt}`;
+}
+
 main(process.argv.slice(2)).catch((err) => {
-  if (err instanceof UsageError || err instanceof UnknownScopeError) {
+  if (err instanceof UsageError || err instanceof UnknownScopeError || err instanceof UnknownKeyError) {
     console.error(`error: ${err.message}\n${USAGE}`);
     process.exit(2);
   }

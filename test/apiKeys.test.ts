@@ -7,6 +7,7 @@ import { startWorkerProcess, type WorkerProcess } from './support/workerProcess'
 const keysCli = (databaseUrl: string, ...args: string[]) => runScript('keys.ts', args, databaseUrl);
 
 const lastLine = (text: string) => text.trim().split('\n').pop()!;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 describeEachDatabase('API keys', (t) => {
   it('the CLI creates a scoped key in a new organization, printing the secret last, once', async () => {
@@ -59,6 +60,81 @@ describeEachDatabase('API keys', (t) => {
     expect((await keysCli(t.db.url, 'revoke', 'key_doesnotexist')).code).toBe(2);
     expect((await keysCli(t.db.url, 'frobnicate')).code).toBe(2);
     expect((await keysCli(t.db.url, 'create')).stderr).toContain('create needs --scopes');
+  });
+
+  it('a key made with --expires-in works until then and is refused after, with the time it expired', async () => {
+    const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read', '--org', 'acme-expiring', '--name', 'short', '--expires-in', '2s');
+    expect(created.code).toBe(0);
+    expect(created.stdout).toMatch(/with scopes sites:read, expiring at \d{4}-\d\d-\d\dT[\d:.]+Z\n/);
+    const auth = `Bearer ${lastLine(created.stdout)}`;
+    await t.http.get('/v1/sites').set('Authorization', auth).expect(200);
+    const line = () => keysCli(t.db.url, 'list').then((r) => r.stdout.split('\n').find((l) => l.includes('org=acme-expiring'))!);
+    expect(await line()).toMatch(/  active expires=\S+Z$/);
+    const expiresAt = /expiring at (\S+Z)/.exec(created.stdout)![1];
+    // rolled with a later expiry, the old key keeps its own, sooner one
+    const rolled = await keysCli(t.db.url, 'roll', /created key (key_\w+)/.exec(created.stdout)![1], '--expires-in', '1h');
+    expect(rolled.stdout).toContain(`expires at ${expiresAt}: move its clients`);
+    await sleep(Date.parse(expiresAt) - Date.now() + 50);
+    const refused = await t.http.get('/v1/sites').set('Authorization', auth).expect(401);
+    expect(refused.body).toEqual(anError('UNAUTHENTICATED', { error: `This API key expired at ${expiresAt}` }));
+    expect(await line()).toMatch(new RegExp(`  EXPIRED=${expiresAt}$`));
+  });
+
+  it('roll: a new key with the same organization, scopes and name; the old one works until its new expiry, then not', async () => {
+    const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read,sites:write', '--org', 'acme-roll', '--name', 'integration');
+    const oldAuth = `Bearer ${lastLine(created.stdout)}`;
+    const oldId = /created key (key_\w+)/.exec(created.stdout)![1];
+    await t.http.get('/v1/sites').set('Authorization', oldAuth).expect(200); // cached by this server process
+    const site = (await t.http.post('/v1/sites').set('Authorization', oldAuth).send({ name: 'Before the roll' }).expect(201)).body;
+
+    const rolled = await keysCli(t.db.url, 'roll', oldId, '--expires-in', '3s');
+    expect(rolled.code).toBe(0);
+    const newId = /created key (key_\w+) \(integration\) in organization acme-roll with scopes sites:read sites:write\n/.exec(rolled.stdout)![1];
+    const expiresAt = new RegExp(`key ${oldId} expires at (\\S+Z): move its clients`).exec(rolled.stdout)![1];
+    const newAuth = `Bearer ${lastLine(rolled.stdout)}`;
+    // both work meanwhile, in the same organization
+    expect((await t.http.get(`/v1/sites/${site.id}`).set('Authorization', newAuth).expect(200)).body.name).toBe('Before the roll');
+    await t.http.get(`/v1/sites/${site.id}`).set('Authorization', oldAuth).expect(200);
+    const listed = (await keysCli(t.db.url, 'list')).stdout.split('\n').filter((l) => l.includes('org=acme-roll'));
+    expect(listed).toEqual([expect.stringMatching(new RegExp(`^${oldId}  integration .*  active expires=${expiresAt}$`)), expect.stringMatching(new RegExp(`^${newId}  integration .*  active$`))]);
+
+    await sleep(Date.parse(expiresAt) - Date.now() + 50);
+    expect((await t.http.get('/v1/sites').set('Authorization', oldAuth).expect(401)).body.error).toBe(`This API key expired at ${expiresAt}`);
+    await t.http.get('/v1/sites').set('Authorization', newAuth).expect(200);
+    // nothing left to roll in an expired key
+    const again = await keysCli(t.db.url, 'roll', oldId);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain(`key ${oldId} expired at ${expiresAt}`);
+  });
+
+  it('roll --expires-in 0 ends the old key at once; revoked, unknown keys and bad durations are refused', async () => {
+    const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read', '--org', 'acme-roll-now');
+    const oldAuth = `Bearer ${lastLine(created.stdout)}`;
+    const oldId = /created key (key_\w+)/.exec(created.stdout)![1];
+    await t.http.get('/v1/sites').set('Authorization', oldAuth).expect(200);
+    const rolled = await keysCli(t.db.url, 'roll', oldId, '--expires-in', '0');
+    expect(rolled.code).toBe(0);
+    await sleep(600); // another process's cached read of the key lasts at most 500 ms
+    await t.http.get('/v1/sites').set('Authorization', oldAuth).expect(401);
+    await t.http.get('/v1/sites').set('Authorization', `Bearer ${lastLine(rolled.stdout)}`).expect(200);
+
+    const revokedId = /created key (key_\w+)/.exec((await keysCli(t.db.url, 'create', '--scopes', 'sites:read', '--org', 'acme-roll-now')).stdout)![1];
+    await keysCli(t.db.url, 'revoke', revokedId);
+    for (const [args, message] of [
+      [['roll', revokedId], `key ${revokedId} is revoked`],
+      [['roll', 'key_doesnotexist'], 'no key with id key_doesnotexist'],
+      [['roll'], 'roll needs a key id'],
+      [['roll', oldId, '--expires-in', '90'], '--expires-in 90 is not a duration'],
+      [['create', '--scopes', 'sites:read', '--expires-in', '1y'], '--expires-in 1y is not a duration'],
+      [['create', '--scopes', 'sites:read', '--expires-in', '-1d'], '--expires-in -1d is not a duration'],
+      [['create', '--scopes', 'sites:read', '--expires-in', '3651d'], 'more than 3650 days'],
+    ] as const) {
+      const result = await keysCli(t.db.url, ...args);
+      expect([args.join(' '), result.code, result.stderr]).toEqual([args.join(' '), 2, expect.stringContaining(message)]);
+    }
+    // nothing was created by the refused commands
+    const listed = (await keysCli(t.db.url, 'list')).stdout.split('\n').filter((l) => l.includes('org=acme-roll-now'));
+    expect(listed).toHaveLength(3);
   });
 
   it('scopes come from the contract', () => {

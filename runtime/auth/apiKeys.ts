@@ -8,11 +8,13 @@ import { inWriteTransaction } from '../storage/writeTransaction';
 import {
   apiKeyExists,
   findApiKeyBySecretHash,
+  findApiKeyRow,
   findOrganizationByName,
   insertApiKey,
   insertOrganization,
   listApiKeyRows,
   markApiKeyRevoked,
+  shortenApiKeyExpiry,
   updateLastUsedAt,
 } from '../storage/repositories/apiKeysRepository';
 
@@ -36,6 +38,8 @@ export interface ApiKeyInfo {
   createdAt: string;
   lastUsedAt: string | null;
   revokedAt: string | null;
+  /** When the key stops working; null: never. */
+  expiresAt: string | null;
 }
 
 export interface Principal {
@@ -53,8 +57,18 @@ export class UnknownScopeError extends Error {}
 
 export async function createApiKey(
   db: Knex,
-  options: { scopes: readonly string[]; organization?: string; name?: string },
+  options: { scopes: readonly string[]; organization?: string; name?: string; expiresAt?: string },
 ): Promise<{ key: ApiKeyInfo; secret: string }> {
+  const { id, secret } = await inWriteTransaction(db, (trx) => insertNewKey(trx, options));
+  const key = (await listApiKeys(db)).find((k) => k.id === id)!;
+  return { key, secret };
+}
+
+/** A new key (and its organization, when new) in the transaction `trx`. */
+async function insertNewKey(
+  trx: Knex,
+  options: { scopes: readonly string[]; organization?: string; name?: string; expiresAt?: string },
+): Promise<{ id: string; secret: string }> {
   const unknown = options.scopes.filter((s) => !ALL_SCOPES.includes(s));
   if (unknown.length) throw new UnknownScopeError(`unknown scope ${unknown.join(', ')}; valid scopes: ${ALL_SCOPES.join(', ')}`);
   if (options.scopes.length === 0) throw new UnknownScopeError(`no scope given; valid scopes: ${ALL_SCOPES.join(', ')}`);
@@ -62,24 +76,22 @@ export async function createApiKey(
   const secret = SECRET_PREFIX + randomBytes(32).toString('base64url');
   const now = nowIso();
   const id = newId('key');
-  await inWriteTransaction(db, async (trx) => {
-    let org = await findOrganizationByName(trx, orgName);
-    if (!org) {
-      org = { id: newId('org'), name: orgName, created_at: now };
-      await insertOrganization(trx, org);
-    }
-    await insertApiKey(trx, {
-      id,
-      org_id: org.id,
-      name: options.name ?? 'unnamed',
-      prefix: secret.slice(0, 10),
-      secret_hash: hashSecret(secret),
-      scopes: [...new Set(options.scopes)].sort().join(' '),
-      created_at: now,
-    });
+  let org = await findOrganizationByName(trx, orgName);
+  if (!org) {
+    org = { id: newId('org'), name: orgName, created_at: now };
+    await insertOrganization(trx, org);
+  }
+  await insertApiKey(trx, {
+    id,
+    org_id: org.id,
+    name: options.name ?? 'unnamed',
+    prefix: secret.slice(0, 10),
+    secret_hash: hashSecret(secret),
+    scopes: [...new Set(options.scopes)].sort().join(' '),
+    created_at: now,
+    expires_at: options.expiresAt ?? null,
   });
-  const key = (await listApiKeys(db)).find((k) => k.id === id)!;
-  return { key, secret };
+  return { id, secret };
 }
 
 export async function listApiKeys(db: Knex): Promise<ApiKeyInfo[]> {
@@ -94,15 +106,38 @@ export async function listApiKeys(db: Knex): Promise<ApiKeyInfo[]> {
     createdAt: r.created_at,
     lastUsedAt: r.last_used_at,
     revokedAt: r.revoked_at,
+    expiresAt: r.expires_at,
   }));
+}
+
+export class UnknownKeyError extends Error {}
+
+/**
+ * Rolls a key: a new key with the same organization, scopes and name, and the old one made to
+ * expire at `oldExpiresAt` (now: at once), so that clients can move to the new secret while the
+ * old one still works. An old key that expires sooner keeps its expiry. Refused for a revoked or
+ * expired key (there is nothing left to roll).
+ */
+export async function rollApiKey(db: Knex, keyId: string, oldExpiresAt: string): Promise<{ key: ApiKeyInfo; secret: string; old: ApiKeyInfo }> {
+  const row = await findApiKeyRow(db, keyId);
+  if (!row) throw new UnknownKeyError(`no key with id ${keyId}`);
+  if (row.revoked_at) throw new UnknownKeyError(`key ${keyId} is revoked`);
+  if (row.expires_at && row.expires_at <= nowIso()) throw new UnknownKeyError(`key ${keyId} expired at ${row.expires_at}`);
+  // both or neither: never a new key beside an old one left without its expiry
+  const { id, secret } = await inWriteTransaction(db, async (trx) => {
+    const made = await insertNewKey(trx, { scopes: row.scopes.split(' '), organization: row.org_name, name: row.name });
+    await shortenApiKeyExpiry(trx, keyId, oldExpiresAt);
+    return made;
+  });
+  forgetCachedKey(db, keyId);
+  const keys = await listApiKeys(db);
+  return { key: keys.find((k) => k.id === id)!, secret, old: keys.find((k) => k.id === keyId)! };
 }
 
 /** Revokes a key; it is refused from the next request on. False when no such key exists. */
 export async function revokeApiKey(db: Knex, keyId: string): Promise<boolean> {
   const changed = await inWriteTransaction(db, (trx) => markApiKeyRevoked(trx, keyId, nowIso()));
-  // this process refuses it at once; the others within PRINCIPAL_TTL_MS
-  const cache = principalCache(db);
-  for (const [hash, entry] of cache) if (entry.principal.keyId === keyId) cache.delete(hash);
+  forgetCachedKey(db, keyId);
   if (changed) return true;
   return apiKeyExists(db, keyId);
 }
@@ -116,6 +151,12 @@ export async function revokeApiKey(db: Knex, keyId: string): Promise<boolean> {
  * drops its entries at once. Bounded in size: a burst of distinct keys cannot grow memory.
  */
 const PRINCIPAL_TTL_MS = 500;
+
+/** After a key changed here: this process reads it again at once; the others within PRINCIPAL_TTL_MS. */
+function forgetCachedKey(db: Knex, keyId: string): void {
+  const cache = principalCache(db);
+  for (const [hash, entry] of cache) if (entry.principal.keyId === keyId) cache.delete(hash);
+}
 const PRINCIPAL_CACHE_MAX = 10_000;
 const principalCaches = new WeakMap<Knex, Map<string, { principal: Principal; until: number }>>();
 
@@ -144,12 +185,18 @@ export async function authenticate(db: Knex, authorization: string | undefined):
     cache.delete(hash);
     throw unauthenticated('This API key has been revoked');
   }
+  if (row.expires_at !== null && Date.parse(row.expires_at) <= now.getTime()) {
+    cache.delete(hash);
+    throw unauthenticated(`This API key expired at ${row.expires_at}`);
+  }
   if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) > LAST_USED_RESOLUTION_MS) {
     await updateLastUsedAt(db, row.id, now.toISOString());
   }
   const principal: Principal = { keyId: row.id, orgId: row.org_id, scopes: new Set(String(row.scopes).split(' ')) };
   if (cache.size >= PRINCIPAL_CACHE_MAX) cache.clear();
-  cache.set(hash, { principal, until: now.getTime() + PRINCIPAL_TTL_MS });
+  // never kept past the key's expiry
+  const until = now.getTime() + PRINCIPAL_TTL_MS;
+  cache.set(hash, { principal, until: row.expires_at === null ? until : Math.min(until, Date.parse(row.expires_at)) });
   return principal;
 }
 

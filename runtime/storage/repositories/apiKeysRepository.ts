@@ -22,6 +22,7 @@ export interface ApiKeyRow {
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  expires_at: string | null;
 }
 
 export interface NewApiKeyRow {
@@ -32,10 +33,11 @@ export interface NewApiKeyRow {
   secret_hash: string;
   scopes: string;
   created_at: string;
+  expires_at: string | null;
 }
 
-export type KeyLookupRow = { id: string; org_id: string; scopes: string; last_used_at: string | null; revoked_at: string | null };
-const KEY_LOOKUP_SQL = 'select id, org_id, scopes, last_used_at, revoked_at from api_keys where secret_hash = ? limit 1';
+export type KeyLookupRow = { id: string; org_id: string; scopes: string; last_used_at: string | null; revoked_at: string | null; expires_at: string | null };
+const KEY_LOOKUP_SQL = 'select id, org_id, scopes, last_used_at, revoked_at, expires_at from api_keys where secret_hash = ? limit 1';
 
 export async function findOrganizationByName(db: Knex, name: string): Promise<OrganizationRow | undefined> {
   return db('organizations').where({ name }).first();
@@ -61,6 +63,21 @@ export async function listApiKeyRows(db: Knex): Promise<ApiKeyRow[]> {
 /** Sets revoked_at on the key unless it is revoked already; returns how many rows changed. */
 export async function markApiKeyRevoked(db: Knex, keyId: string, revokedAt: string): Promise<number> {
   return db('api_keys').where({ id: keyId }).whereNull('revoked_at').update({ revoked_at: revokedAt });
+}
+
+/**
+ * Makes the key expire at `expiresAt` unless it is revoked, or expires before that already;
+ * returns how many rows changed.
+ */
+export async function shortenApiKeyExpiry(db: Knex, keyId: string, expiresAt: string): Promise<number> {
+  return db('api_keys').where({ id: keyId }).whereNull('revoked_at')
+    .andWhere((q) => q.whereNull('expires_at').orWhere('expires_at', '>', expiresAt))
+    .update({ expires_at: expiresAt });
+}
+
+export async function findApiKeyRow(db: Knex, keyId: string): Promise<ApiKeyRow | undefined> {
+  return db('api_keys').join('organizations', 'organizations.id', 'api_keys.org_id')
+    .where('api_keys.id', keyId).first('api_keys.*', 'organizations.name as org_name');
 }
 
 export async function apiKeyExists(db: Knex, keyId: string): Promise<boolean> {

@@ -380,11 +380,13 @@ export interface paths {
          *
          *     `status`: `paused` stops deliveries; events keep being queued and go out on `active` (within the event retention). Setting `active` or `paused` also re-enables a `disabled` subscription, which then sends again (once active), each with a new retry schedule, every delivery made since its last success that was not delivered: those it held, and those given up (the one that failed its whole schedule or was answered 410 among them); events recorded while it was disabled were not queued for it: replay their window (`POST …/replays`) or read them from `GET /v1/events`. A new `targetUrl` alone does not re-enable a disabled subscription.
          *
-         *     `targetUrl` is checked as at subscribe time (400 `TARGET_NOT_ALLOWED`). Every delivery not yet made, retries included, goes to the new target: a subscription is one stream, wherever it points.
+         *     Re-enabling clears `disabledAt`: read it first if you will replay the window since.
+         *
+         *     `targetUrl` is checked as at subscribe time (400 `TARGET_NOT_ALLOWED`), also when it is the current one. Every delivery not yet made goes to the new target: a subscription is one stream, wherever it points. Those waiting for a retry become due at once, on a new schedule; an attempt already under way to the old target finishes there, and its failure sends it to the new one at once instead of counting against it or disabling the subscription.
          *
          *     `triggerKey` or `eventTypes` replace the event types: events recorded after the change are queued for the new types; deliveries already queued go out as queued. `triggerKey` sets `triggerKey` and a one-type list, `eventTypes` sets `triggerKey` to null.
          *
-         *     Two subscriptions of an organization and partner never have the same target and event types: a change that would make this one equal to another answers 409 `ALREADY_EXISTS` (delete one of them instead).
+         *     Two subscriptions of an organization and partner never have the same target and exactly the same event types: a change that would make this one equal to another answers 409 `ALREADY_EXISTS`, naming the other (delete one of them instead). Overlapping types are allowed; each subscription then delivers the shared events, with the same `webhook-id`.
          */
         patch: operations["updateIntegrationSubscription"];
         trace?: never;
@@ -2143,7 +2145,7 @@ export interface components {
             eventTypes?: components["schemas"]["EventType"][];
         };
         /**
-         * @description `pending`: no attempt has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it). `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window.
+         * @description `pending`: no attempt of its current schedule has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it); a retry, a re-enabled subscription or a new target starts a new schedule, so earlier attempts may be in its `attemptHistory`. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window.
          * @enum {string}
          */
         WebhookDeliveryStatus: "pending" | "succeeded" | "failed" | "abandoned";
@@ -2155,7 +2157,7 @@ export interface components {
             eventId: string;
             eventType: components["schemas"]["EventType"];
             status: components["schemas"]["WebhookDeliveryStatus"];
-            /** @description Attempts made, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0. */
+            /** @description Attempts made in the current schedule, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0. */
             attempts: number;
             /** @description HTTP status of the last answer; null when there was none (timeout, refused connection). */
             lastResponseStatus: number | null;
@@ -2168,8 +2170,10 @@ export interface components {
             updatedAt: components["schemas"]["Timestamp"];
         };
         WebhookDeliveryAttempt: {
-            /** @description The attempt's number in its retry schedule; a retry or a re-enabled subscription starts a new schedule at 1. */
+            /** @description The attempt's number in its retry schedule; a retry, a re-enabled subscription or a new target starts a new schedule at 1. */
             attempt: number;
+            /** @description Where the attempt was sent: the subscription's target at the time. */
+            targetUrl: string;
             startedAt: components["schemas"]["Timestamp"];
             /** @description From the start of the attempt to its answer, or to the error. */
             durationMs: number;
@@ -2698,7 +2702,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The body is not UTF-8 `application/json`, or comes with a Content-Encoding other than gzip, deflate or br, or a Transfer-Encoding other than chunked (`UNSUPPORTED_MEDIA_TYPE`). */
+        /** @description The body is not UTF-8 `application/json`, or comes with a Content-Encoding other than gzip, deflate, br or identity, or a Transfer-Encoding other than chunked (`UNSUPPORTED_MEDIA_TYPE`). */
         UnsupportedMediaType: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -4559,6 +4563,7 @@ export interface operations {
                      *       "attemptHistory": [
                      *         {
                      *           "attempt": 1,
+                     *           "targetUrl": "https://hooks.example.com/catch/123/abc",
                      *           "startedAt": "2026-11-22T04:19:55.140Z",
                      *           "durationMs": 272,
                      *           "outcome": "failed",
@@ -4567,6 +4572,7 @@ export interface operations {
                      *         },
                      *         {
                      *           "attempt": 2,
+                     *           "targetUrl": "https://hooks.example.com/catch/123/abc",
                      *           "startedAt": "2026-11-22T04:20:00.690Z",
                      *           "durationMs": 44,
                      *           "outcome": "succeeded",

@@ -188,7 +188,7 @@ describeEachDatabase('the change feed', (t) => {
 
     // delivery attempts are kept as long: those started before the retention go, in batches too
     const attempt = (deliveryId: string, startedAt: string) => ({
-      org_id: orgId, subscription_id: 'whs_purge', delivery_id: deliveryId, attempt: 1, started_at: startedAt, duration_ms: 5, outcome: 'failed', response_status: 500, response_excerpt: 'x',
+      org_id: orgId, subscription_id: 'whs_purge', delivery_id: deliveryId, attempt: 1, target_url: 'https://hooks.example.com/purge', started_at: startedAt, duration_ms: 5, outcome: 'failed', response_status: 500, response_excerpt: 'x',
     });
     await t.db.knex('webhook_delivery_attempts').insert([...[1, 2, 3].map((i) => attempt(`whd_old_${i}`, old)), attempt('whd_fresh', new Date().toISOString())]);
 

@@ -88,8 +88,7 @@ describeEachDatabase('webhook delivery', (t) => {
     }]);
     // the subscription tells when its latest delivery succeeded: when that attempt finished
     const after = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
-    expect(after).toMatchObject({ lastSuccessAt: aTimestamp(), disabledAt: null });
-    expect(after.lastSuccessAt >= list[0].lastAttemptAt && after.lastSuccessAt <= list[0].updatedAt).toBe(true);
+    expect(after).toMatchObject({ lastSuccessAt: list[0].lastAttemptAt, disabledAt: null });
   });
 
   it('records an answer with a NUL and other control characters (a binary body) as succeeded, showing them as U+FFFD', async () => {
@@ -117,9 +116,9 @@ describeEachDatabase('webhook delivery', (t) => {
     const { attemptHistory, ...asListed } = one;
     expect(asListed).toEqual(delivery);
     expect(attemptHistory).toEqual([
-      { attempt: 1, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: 500, responseExcerpt: 'boom' },
-      { attempt: 2, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: 302, responseExcerpt: '' },
-      { attempt: 3, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'succeeded', responseStatus: 204, responseExcerpt: '' },
+      { attempt: 1, targetUrl: `${receiver.url}/flaky`, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: 500, responseExcerpt: 'boom' },
+      { attempt: 2, targetUrl: `${receiver.url}/flaky`, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: 302, responseExcerpt: '' },
+      { attempt: 3, targetUrl: `${receiver.url}/flaky`, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'succeeded', responseStatus: 204, responseExcerpt: '' },
     ]);
     // each started when the receiver saw it, the last finishing when the delivery's outcome was stored
     attemptHistory.forEach((a: any, i: number) => expect(Math.abs(Date.parse(a.startedAt) - requests[i].at)).toBeLessThan(1000));
@@ -150,11 +149,11 @@ describeEachDatabase('webhook delivery', (t) => {
     const [done] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
     const { attemptHistory } = (await t.http.get(`${HOOKS}/${subscription.id}/deliveries/${done.id}`).set('Authorization', auth).expect(200)).body;
     expect(attemptHistory).toEqual([
-      { attempt: 1, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: null, responseExcerpt: failed[0].lastResponseExcerpt },
-      { attempt: 2, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'succeeded', responseStatus: 200, responseExcerpt: 'ok' },
+      { attempt: 1, targetUrl: `${receiver.url}/slow`, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'failed', responseStatus: null, responseExcerpt: failed[0].lastResponseExcerpt },
+      { attempt: 2, targetUrl: `${receiver.url}/slow`, startedAt: aTimestamp(), durationMs: expect.any(Number), outcome: 'succeeded', responseStatus: 200, responseExcerpt: 'ok' },
     ]);
     expect(attemptHistory[0].durationMs).toBeGreaterThanOrEqual(1000); // WEBHOOK_TIMEOUT_SECONDS
-    expect(attemptHistory[0].durationMs).toBeLessThan(2500);
+    expect(attemptHistory[0].durationMs).toBeLessThan(5000); // not the receiver's 2.5 s
   });
 
   it('disables the subscription on 410, keeps its undelivered events listed, and sends them when set active again', async () => {
@@ -272,17 +271,98 @@ describeEachDatabase('webhook delivery', (t) => {
 
     const moved = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ targetUrl: `${receiver.url}/new-target` }).expect(200);
     expect(moved.body).toEqual({ ...disabled, targetUrl: `${receiver.url}/new-target`, updatedAt: aTimestamp() });
-    await sleep(300);
-    expect(receiver.received.filter((r) => r.path === '/new-target')).toEqual([]); // still disabled
+    expect((await deliveries(auth, subscription.id))[0]).toMatchObject({ status: 'abandoned' }); // nothing requeued by the move
 
+    // paused from disabled: re-enabled, the given-up delivery is requeued and held
     await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
     const second = await checkin(auth, 'auth0|second');
+    const held = await deliveries(auth, subscription.id);
+    expect(held.map((d: any) => [d.status, d.attempts, d.nextAttemptAt])).toEqual([['pending', 0, null], ['pending', 0, null]]);
+    await sleep(500);
+    expect(receiver.received.filter((r) => r.path === '/new-target')).toEqual([]);
     await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
     await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status === 'succeeded'));
     // the one given up at the old target and the one held while paused, both at the new one, signed with the same secret
     const arrived = receiver.received.filter((r) => r.path === '/new-target');
     expect(arrived.map((r) => (new Webhook(subscription.secret).verify(r.body, r.headers) as any).data.id).sort()).toEqual([first.id, second.id].sort());
     expect(receiver.received.filter((r) => r.path === '/old-target')).toHaveLength(1);
+  });
+
+  it('a new target: deliveries waiting for a retry go there now on a new schedule; an attempt under way to the old one neither disables it nor counts', async () => {
+    const { auth, subscription } = await setup('/dying', 'checkin.created');
+    // the old receiver fails the first delivery (its retry waits), and answers the second slowly (within the 1 s timeout) with 410
+    receiver.answer((req, i) => (req.path === '/dying' ? (i === 0 ? { status: 500, body: 'down' } : { status: 410, delayMs: 700 }) : { status: 200, body: 'ok' }));
+    const slowEngine = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV, WEBHOOK_RETRY_SCHEDULE: '0,3600' }), pollIntervalMs: 50 });
+    await worker.stop(); // this test's engine retries an hour later
+    try {
+      const first = await checkin(auth, 'auth0|waiting');
+      await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'failed');
+      const second = await checkin(auth, 'auth0|under-way');
+      await receiver.waitFor(2, { path: '/dying' }); // the second one's attempt has reached the old receiver
+      const moved = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ targetUrl: `${receiver.url}/healthy` }).expect(200);
+      expect(moved.body.status).toBe('active');
+      const done = await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status === 'succeeded'));
+      expect((await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body).toMatchObject({ status: 'active', disabledReason: null });
+      const arrived = receiver.received.filter((r) => r.path === '/healthy').map((r) => JSON.parse(r.body).data.id);
+      expect(arrived.sort()).toEqual([first.id, second.id].sort());
+      // each attempt names where it went; the new target's starts a new schedule
+      const history = async (id: string) => (await t.http.get(`${HOOKS}/${subscription.id}/deliveries/${id}`).set('Authorization', auth).expect(200)).body.attemptHistory
+        .map((a: any) => [a.attempt, a.targetUrl.replace(receiver.url, ''), a.responseStatus]);
+      const byEvent = Object.fromEntries(await Promise.all(done.map(async (d: any) => [d.eventId, await history(d.id)])));
+      expect(Object.values(byEvent).sort()).toEqual([[[1, '/dying', 500], [1, '/healthy', 200]], [[1, '/dying', 410], [1, '/healthy', 200]]].sort());
+    } finally {
+      await slowEngine.stop();
+      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+    }
+  });
+
+  // Postgres only: there a change and the engine's transaction run at once on the same row. SQLite
+  // has one writer at a time, so a change begins after the engine's commit (and a second connection
+  // of this one process, holding the lock, would block the change's synchronous BEGIN).
+  (t.kind === 'postgres' ? it : it.skip)('a change reads the subscription locked: a disabling committed meanwhile is not undone without its requeue', async () => {
+    const { auth, subscription } = await setup('/race', 'checkin.created');
+    await worker.stop(); // the transaction below plays the engine
+    try {
+      await checkin(auth, 'auth0|race');
+      const [delivery] = await deliveries(auth, subscription.id);
+      // the engine's transaction: the delivery given up (410) and the subscription disabled, not committed yet
+      const engine = t.db.openAnother();
+      try {
+        const trx = await engine.knex.transaction();
+        await trx('webhook_deliveries').where({ id: delivery.id }).update({ status: 'abandoned', next_attempt_at: null, lease_until: null, lease_token: null });
+        await trx('webhook_subscriptions').where({ id: subscription.id }).update({ status: 'disabled', disabled_reason: 'gone', disabled_at: new Date().toISOString() });
+        // the pause waits for the row (Postgres) or for the writer (SQLite), then sees the disabling
+        const pause = t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).then((r) => r);
+        await sleep(300);
+        await trx.commit();
+        const paused = await pause;
+        expect(paused.status).toBe(200);
+        expect(paused.body).toMatchObject({ status: 'paused', disabledReason: null, disabledAt: null });
+        // leaving disabled requeued the given-up delivery (held while paused)
+        expect((await deliveries(auth, subscription.id))[0]).toMatchObject({ id: delivery.id, status: 'pending', attempts: 0 });
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+    }
+  });
+
+  it('re-enabling or a new target leaves an attempt under way alone: its lease and its own outcome stand', async () => {
+    const { auth, subscription } = await setup('/in-flight', 'checkin.created');
+    await worker.stop(); // the rows below play an engine with an attempt under way
+    try {
+      await checkin(auth, 'auth0|in-flight');
+      const [delivery] = await deliveries(auth, subscription.id);
+      const lease = { lease_until: new Date(Date.now() + 60_000).toISOString(), lease_token: 'an-engines-token', attempts: 1 };
+      await t.db.knex('webhook_deliveries').where({ id: delivery.id }).update(lease);
+      await t.db.knex('webhook_subscriptions').where({ id: subscription.id }).update({ status: 'disabled', disabled_reason: 'failing' });
+      await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+      await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ targetUrl: `${receiver.url}/in-flight-2` }).expect(200);
+      expect(await t.db.knex('webhook_deliveries').where({ id: delivery.id }).first('lease_until', 'lease_token', 'attempts')).toEqual(lease);
+    } finally {
+      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+    }
   });
 
   it('changes the event types: new events are queued for the new types only, queued ones stay; triggerKey and eventTypes set triggerKey', async () => {
@@ -317,7 +397,7 @@ describeEachDatabase('webhook delivery', (t) => {
     const before = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
     const conflict = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth)
       .send({ targetUrl: `${receiver.url}/second`, eventTypes: ['site.created', 'checkin.created'], status: 'paused' }).expect(409);
-    expect(conflict.body).toEqual(anError('ALREADY_EXISTS'));
+    expect(conflict.body).toEqual(anError('ALREADY_EXISTS', { error: `Another subscription of partner webhooks (${other.id}) already sends exactly these event types to this target` }));
     expect((await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body).toEqual(before);
     // its event types are unchanged too: a site event is not queued for it
     await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Not for the first' }).expect(201);

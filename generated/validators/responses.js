@@ -6664,8 +6664,8 @@ return errors === 0;
 validate189.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookDelivery = validate192;
-const schema76 = {"type":"object","required":["id","subscriptionId","eventId","eventType","status","attempts","lastResponseStatus","lastResponseExcerpt","lastAttemptAt","nextAttemptAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whd_`."},"subscriptionId":{"type":"string"},"eventId":{"type":"string","description":"The event delivered; also the `webhook-id` header."},"eventType":{"$ref":"components#/$defs/EventType"},"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"attempts":{"type":"integer","minimum":0,"description":"Attempts made, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0."},"lastResponseStatus":{"type":["integer","null"],"description":"HTTP status of the last answer; null when there was none (timeout, refused connection)."},"lastResponseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the last answer's body (as UTF-8; control characters — U+0000–U+001F but tab and line breaks, U+007F–U+009F — shown as U+FFFD), or the error."},"lastAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the next attempt is due; null when none is, and while the subscription is paused or disabled (its deliveries wait for it to be active)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema77 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: no attempt has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it). `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window."};
+const schema76 = {"type":"object","required":["id","subscriptionId","eventId","eventType","status","attempts","lastResponseStatus","lastResponseExcerpt","lastAttemptAt","nextAttemptAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whd_`."},"subscriptionId":{"type":"string"},"eventId":{"type":"string","description":"The event delivered; also the `webhook-id` header."},"eventType":{"$ref":"components#/$defs/EventType"},"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"attempts":{"type":"integer","minimum":0,"description":"Attempts made in the current schedule, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0."},"lastResponseStatus":{"type":["integer","null"],"description":"HTTP status of the last answer; null when there was none (timeout, refused connection)."},"lastResponseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the last answer's body (as UTF-8; control characters — U+0000–U+001F but tab and line breaks, U+007F–U+009F — shown as U+FFFD), or the error."},"lastAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the next attempt is due; null when none is, and while the subscription is paused or disabled (its deliveries wait for it to be active)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema77 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: no attempt of its current schedule has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it); a retry, a re-enabled subscription or a new target starts a new schedule, so earlier attempts may be in its `attemptHistory`. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window."};
 
 function validate194(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7159,7 +7159,7 @@ validate200.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":
 
 exports.WebhookDeliveryWithAttempts = validate203;
 const schema79 = {"allOf":[{"$ref":"components#/$defs/WebhookDelivery"},{"type":"object","required":["attemptHistory"],"properties":{"attemptHistory":{"type":"array","maxItems":50,"items":{"$ref":"components#/$defs/WebhookDeliveryAttempt"},"description":"The attempts that have an outcome, oldest first; the latest 50."}}}]};
-const schema80 = {"type":"object","required":["attempt","startedAt","durationMs","outcome","responseStatus","responseExcerpt"],"properties":{"attempt":{"type":"integer","minimum":1,"description":"The attempt's number in its retry schedule; a retry or a re-enabled subscription starts a new schedule at 1."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From the start of the attempt to its answer, or to the error."},"outcome":{"type":"string","enum":["succeeded","failed"],"description":"`succeeded`: the target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error."}}};
+const schema80 = {"type":"object","required":["attempt","targetUrl","startedAt","durationMs","outcome","responseStatus","responseExcerpt"],"properties":{"attempt":{"type":"integer","minimum":1,"description":"The attempt's number in its retry schedule; a retry, a re-enabled subscription or a new target starts a new schedule at 1."},"targetUrl":{"type":"string","description":"Where the attempt was sent: the subscription's target at the time."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From the start of the attempt to its answer, or to the error."},"outcome":{"type":"string","enum":["succeeded","failed"],"description":"`succeeded`: the target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error."}}};
 
 function validate205(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7182,8 +7182,8 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.startedAt === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startedAt"},message:"must have required property '"+"startedAt"+"'"};
+if(data.targetUrl === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "targetUrl"},message:"must have required property '"+"targetUrl"+"'"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -7192,8 +7192,8 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.durationMs === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "durationMs"},message:"must have required property '"+"durationMs"+"'"};
+if(data.startedAt === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startedAt"},message:"must have required property '"+"startedAt"+"'"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -7202,8 +7202,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(data.outcome === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "outcome"},message:"must have required property '"+"outcome"+"'"};
+if(data.durationMs === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "durationMs"},message:"must have required property '"+"durationMs"+"'"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -7212,8 +7212,8 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(data.responseStatus === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "responseStatus"},message:"must have required property '"+"responseStatus"+"'"};
+if(data.outcome === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "outcome"},message:"must have required property '"+"outcome"+"'"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -7222,8 +7222,8 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(data.responseExcerpt === undefined){
-const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "responseExcerpt"},message:"must have required property '"+"responseExcerpt"+"'"};
+if(data.responseStatus === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "responseStatus"},message:"must have required property '"+"responseStatus"+"'"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -7232,10 +7232,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(data.attempt !== undefined){
-let data0 = data.attempt;
-if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
-const err6 = {instancePath:instancePath+"/attempt",schemaPath:"#/properties/attempt/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.responseExcerpt === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "responseExcerpt"},message:"must have required property '"+"responseExcerpt"+"'"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -7244,9 +7242,10 @@ vErrors.push(err6);
 }
 errors++;
 }
-if((typeof data0 == "number") && (isFinite(data0))){
-if(data0 < 1 || isNaN(data0)){
-const err7 = {instancePath:instancePath+"/attempt",schemaPath:"#/properties/attempt/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data.attempt !== undefined){
+let data0 = data.attempt;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+const err7 = {instancePath:instancePath+"/attempt",schemaPath:"#/properties/attempt/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -7255,18 +7254,9 @@ vErrors.push(err7);
 }
 errors++;
 }
-}
-}
-if(data.startedAt !== undefined){
-if(!(validate58(data.startedAt, {instancePath:instancePath+"/startedAt",parentData:data,parentDataProperty:"startedAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
-errors = vErrors.length;
-}
-}
-if(data.durationMs !== undefined){
-let data2 = data.durationMs;
-if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-const err8 = {instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 < 1 || isNaN(data0)){
+const err8 = {instancePath:instancePath+"/attempt",schemaPath:"#/properties/attempt/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -7275,9 +7265,11 @@ vErrors.push(err8);
 }
 errors++;
 }
-if((typeof data2 == "number") && (isFinite(data2))){
-if(data2 < 0 || isNaN(data2)){
-const err9 = {instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data.targetUrl !== undefined){
+if(typeof data.targetUrl !== "string"){
+const err9 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -7287,11 +7279,16 @@ vErrors.push(err9);
 errors++;
 }
 }
+if(data.startedAt !== undefined){
+if(!(validate58(data.startedAt, {instancePath:instancePath+"/startedAt",parentData:data,parentDataProperty:"startedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
 }
-if(data.outcome !== undefined){
-let data3 = data.outcome;
-if(typeof data3 !== "string"){
-const err10 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data.durationMs !== undefined){
+let data3 = data.durationMs;
+if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+const err10 = {instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -7300,8 +7297,9 @@ vErrors.push(err10);
 }
 errors++;
 }
-if(!((data3 === "succeeded") || (data3 === "failed"))){
-const err11 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema80.properties.outcome.enum},message:"must be equal to one of the allowed values"};
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 < 0 || isNaN(data3)){
+const err11 = {instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -7311,10 +7309,11 @@ vErrors.push(err11);
 errors++;
 }
 }
-if(data.responseStatus !== undefined){
-let data4 = data.responseStatus;
-if((!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))) && (data4 !== null)){
-const err12 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema80.properties.responseStatus.type},message:"must be integer,null"};
+}
+if(data.outcome !== undefined){
+let data4 = data.outcome;
+if(typeof data4 !== "string"){
+const err12 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -7323,11 +7322,8 @@ vErrors.push(err12);
 }
 errors++;
 }
-}
-if(data.responseExcerpt !== undefined){
-let data5 = data.responseExcerpt;
-if((typeof data5 !== "string") && (data5 !== null)){
-const err13 = {instancePath:instancePath+"/responseExcerpt",schemaPath:"#/properties/responseExcerpt/type",keyword:"type",params:{type: schema80.properties.responseExcerpt.type},message:"must be string,null"};
+if(!((data4 === "succeeded") || (data4 === "failed"))){
+const err13 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema80.properties.outcome.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -7337,9 +7333,10 @@ vErrors.push(err13);
 errors++;
 }
 }
-}
-else {
-const err14 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.responseStatus !== undefined){
+let data5 = data.responseStatus;
+if((!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))) && (data5 !== null)){
+const err14 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema80.properties.responseStatus.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -7348,10 +7345,35 @@ vErrors.push(err14);
 }
 errors++;
 }
+}
+if(data.responseExcerpt !== undefined){
+let data6 = data.responseExcerpt;
+if((typeof data6 !== "string") && (data6 !== null)){
+const err15 = {instancePath:instancePath+"/responseExcerpt",schemaPath:"#/properties/responseExcerpt/type",keyword:"type",params:{type: schema80.properties.responseExcerpt.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
 validate205.errors = vErrors;
 return errors === 0;
 }
-validate205.evaluated = {"props":{"attempt":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
+validate205.evaluated = {"props":{"attempt":true,"targetUrl":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
 
 
 function validate203(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){

@@ -12,6 +12,7 @@ import { eventIdsInWindow } from '../storage/repositories/eventsRepository';
 import {
   deleteSubscriptionRows,
   findSubscriptionRow,
+  findSubscriptionWith,
   insertSubscriptionIfAbsent,
   matchKeyOf,
   toSubscription,
@@ -19,7 +20,7 @@ import {
   WebhookSubscription,
   WebhookSubscriptionRow,
 } from '../storage/repositories/webhookSubscriptionsRepository';
-import { findDeliveryRow, insertReplayDeliveries, listDeliveries, listDeliveryAttempts, makeDeliveryDueNow, requeueUndelivered, toDelivery, WebhookDelivery, type WebhookDeliveryFilters } from '../storage/repositories/webhookDeliveriesRepository';
+import { findDeliveryRow, insertReplayDeliveries, listDeliveries, listDeliveryAttempts, makeDeliveryDueNow, makeWaitingDueNow, requeueUndelivered, toDelivery, WebhookDelivery, type WebhookDeliveryFilters } from '../storage/repositories/webhookDeliveriesRepository';
 import type { Page, PageRequest } from '../cursor';
 
 /**
@@ -46,9 +47,15 @@ function knownPartner(partner: string): void {
   if (!isKnownPartner(partner)) throw notFound(`No integration partner named ${partner}`);
 }
 
-async function subscriptionRow(db: Knex, orgId: string, partner: string, id: string): Promise<WebhookSubscriptionRow> {
+/**
+ * The subscription, or 404. `forUpdate` (before a change of it) locks its row on Postgres until
+ * the request's transaction ends, as every update locks what it read: the delivery engine
+ * disables a subscription in its own transaction, and a change computed from a row read before
+ * that commit would undo the disabling without requeueing what it gave up.
+ */
+async function subscriptionRow(db: Knex, orgId: string, partner: string, id: string, { forUpdate = false } = {}): Promise<WebhookSubscriptionRow> {
   knownPartner(partner);
-  const row = await findSubscriptionRow(db, orgId, partner, id);
+  const row = await findSubscriptionRow(db, orgId, partner, id, { forUpdate });
   if (!row) throw notFound('subscription', id);
   return row;
 }
@@ -119,14 +126,18 @@ export async function getSubscription(db: Knex, orgId: string, partner: string, 
  *   were never queued for it (recording queues for active and paused subscriptions only);
  *   docs/webhooks.md tells receivers to replay that window or walk the feed.
  * - `targetUrl`: the engine reads the target when it claims a delivery, so every delivery not yet
- *   made goes to the new one.
+ *   made goes to the new one; those waiting for a retry become due now, with a new schedule (a
+ *   new receiver is not the one that failed). An attempt already under way to the old target
+ *   finishes there, and its failure neither counts against the new target nor disables the
+ *   subscription (runtime/webhooks/deliveryWorker.ts).
  * - the event types: recording looks the listening subscriptions up at each event, so the new
  *   types apply from the next event; deliveries already queued stay queued.
- * - another subscription of the organization and partner with the same target and types is
- *   409 ALREADY_EXISTS, as it would be a second stream of the same events.
+ * - another subscription of the organization and partner with the same target and exactly the
+ *   same types is 409 ALREADY_EXISTS, naming it, as it would be a second stream of the same
+ *   events (the unique index refuses a race between two such changes alike).
  */
 export async function updateSubscription(db: Knex, orgId: string, partner: string, id: string, input: CheckedSubscriptionUpdate): Promise<WebhookSubscription> {
-  const row = await subscriptionRow(db, orgId, partner, id);
+  const row = await subscriptionRow(db, orgId, partner, id, { forUpdate: true });
   const changes: Partial<WebhookSubscriptionRow> = {};
   if (input.targetUrl !== undefined && input.targetUrl !== row.target_url) changes.target_url = input.targetUrl;
   const types = input.triggerKey !== undefined ? [input.triggerKey] : input.eventTypes;
@@ -138,16 +149,28 @@ export async function updateSubscription(db: Knex, orgId: string, partner: strin
   }
   if (input.status !== undefined && input.status !== row.status) Object.assign(changes, { status: input.status, disabled_reason: null, disabled_at: null });
   if (Object.keys(changes).length === 0) return toSubscription(row);
-  changes.updated_at = nowIso();
+  const now = nowIso();
+  changes.updated_at = now;
+  const equal = (other?: string) => alreadyExists(`Another subscription of partner ${partner}${other ? ` (${other})` : ''} already sends exactly these event types to this target`);
+  if (changes.target_url !== undefined || changes.match_key !== undefined) {
+    const other = await findSubscriptionWith(db, orgId, partner, changes.target_url ?? row.target_url, changes.match_key ?? row.match_key);
+    if (other && other.id !== id) throw equal(other.id);
+  }
   try {
     await updateSubscriptionRow(db, orgId, id, changes);
   } catch (err) {
-    if (err instanceof UniqueViolation) throw alreadyExists(`Another subscription of partner ${partner} already sends these event types to this target`);
+    if (err instanceof UniqueViolation) throw equal();
     throw err;
   }
   // leaving `disabled`, to `active` or to `paused` (which then holds them until resumed)
-  if (row.status === 'disabled' && changes.status !== undefined) await requeueUndelivered(db, id, row.last_success_at, changes.updated_at);
+  if (row.status === 'disabled' && changes.status !== undefined) await requeueUndelivered(db, id, row.last_success_at, now);
+  else if (changes.target_url !== undefined) await makeWaitingDueNow(db, id, now);
   return toSubscription({ ...row, ...changes });
+}
+
+/** What the API shows of a delivery: while its subscription is paused or disabled nothing is due, so `nextAttemptAt` is null. */
+function shownDelivery<T extends WebhookDelivery>(subscription: WebhookSubscriptionRow, delivery: T): T {
+  return subscription.status === 'active' ? delivery : { ...delivery, nextAttemptAt: null };
 }
 
 /**
@@ -159,8 +182,7 @@ export async function listSubscriptionDeliveries(
 ): Promise<Page<WebhookDelivery>> {
   const subscription = await subscriptionRow(db, orgId, partner, id);
   const listed = await listDeliveries(db, orgId, id, filters, page);
-  if (subscription.status === 'active') return listed;
-  return { ...listed, data: listed.data.map((delivery) => ({ ...delivery, nextAttemptAt: null })) };
+  return { ...listed, data: listed.data.map((delivery) => shownDelivery(subscription, delivery)) };
 }
 
 /** At most this many attempts in a delivery's `attemptHistory` (the latest). */
@@ -173,9 +195,8 @@ export async function getSubscriptionDelivery(
   const subscription = await subscriptionRow(db, orgId, partner, id);
   const row = await findDeliveryRow(db, orgId, id, deliveryId);
   if (!row) throw notFound('delivery', deliveryId);
-  const delivery = toDelivery(row);
   const attemptHistory = await listDeliveryAttempts(db, row.id, ATTEMPT_HISTORY_LIMIT);
-  return { ...delivery, nextAttemptAt: subscription.status === 'active' ? delivery.nextAttemptAt : null, attemptHistory };
+  return shownDelivery(subscription, { ...toDelivery(row), attemptHistory });
 }
 
 export async function deleteSubscription(db: Knex, orgId: string, partner: string, id: string): Promise<void> {
@@ -185,7 +206,7 @@ export async function deleteSubscription(db: Knex, orgId: string, partner: strin
 
 /** A new secret; the previous one keeps signing for PREVIOUS_SECRET_HOURS. */
 export async function rotateSubscriptionSecret(db: Knex, orgId: string, partner: string, id: string): Promise<SubscriptionWithSecret> {
-  const row = await subscriptionRow(db, orgId, partner, id);
+  const row = await subscriptionRow(db, orgId, partner, id, { forUpdate: true });
   const now = Date.now();
   const changes = {
     secret: newSigningSecret(),

@@ -7,7 +7,7 @@ import { inWriteTransaction } from '../storage/writeTransaction';
 import { toEvent } from '../storage/repositories/eventsRepository';
 import { anyDeliveryDue, ClaimedDelivery, finishAttempt, insertDeliveryAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
 import { claimDueDeliveries } from './deliveryClaims';
-import { disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
+import { currentTargetOf, disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
 import { AttemptOutcome, postWebhook } from './send';
 import { signatureHeaders } from '../domain/webhookSigning';
 import { metrics } from '../observability/metrics';
@@ -170,6 +170,14 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
   const token = delivery.lease_token!;
   const ok = outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
   const storeOutcome = async (trx: Knex): Promise<'succeeded' | 'failed' | 'abandoned' | undefined> => {
+    if (!ok && (await currentTargetOf(trx, subscription.id)) !== subscription.target_url) {
+      // the subscription moved to another target (or went) while this attempt was under way to the
+      // old one: its failure is the old receiver's, so it neither counts against the new one nor
+      // disables the subscription; the delivery goes to the new target now, on a new schedule
+      // (as the move made the others: webhookSubscriptions.ts, updateSubscription)
+      const kept = await finishAttempt(trx, delivery.id, token, { ...common, status: 'pending', attempts: 0, next_attempt_at: finishedAt });
+      return kept ? 'failed' : undefined;
+    }
     if (ok) {
       if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'succeeded', next_attempt_at: null })) {
         await markSubscriptionSucceeded(trx, subscription.id, finishedAt);
@@ -205,7 +213,7 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
     // the attempt's history, beside its outcome (an outcome dropped for a lost lease is not one)
     if (result) {
       await insertDeliveryAttempt(trx, {
-        org_id: delivery.org_id, subscription_id: subscription.id, delivery_id: delivery.id, attempt: attempts,
+        org_id: delivery.org_id, subscription_id: subscription.id, delivery_id: delivery.id, attempt: attempts, target_url: subscription.target_url,
         started_at: now.toISOString(), duration_ms: Date.parse(finishedAt) - now.getTime(), outcome: ok ? 'succeeded' : 'failed',
         response_status: outcome.status, response_excerpt: outcome.excerpt,
       });

@@ -19,6 +19,7 @@ export async function up(knex: Knex): Promise<void> {
     t.string('subscription_id', 40).notNullable();
     t.string('delivery_id', 40).notNullable();
     t.integer('attempt').notNullable();
+    t.string('target_url', 2000).notNullable(); // where it went: a subscription's target may change
     t.string('started_at', 30).notNullable();
     t.integer('duration_ms').notNullable();
     t.string('outcome', 20).notNullable(); // succeeded | failed

@@ -168,9 +168,26 @@ export async function makeDeliveryDueNow(db: Knex, id: string, now: string): Pro
  * up — created at or after `since` (all when null) due now with a fresh count of attempts.
  */
 export async function requeueUndelivered(db: Knex, subscriptionId: string, since: string | null, now: string): Promise<number> {
-  const query = db('webhook_deliveries').where({ subscription_id: subscriptionId }).whereIn('status', ['pending', 'failed', 'abandoned']);
+  const query = notInFlight(db('webhook_deliveries').where({ subscription_id: subscriptionId }).whereIn('status', ['pending', 'failed', 'abandoned']), now);
   if (since !== null) query.where('created_at', '>=', since);
-  return query.update({ status: 'pending', attempts: 0, next_attempt_at: now, lease_until: null, lease_token: null, updated_at: now });
+  return query.update({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now });
+}
+
+/**
+ * Makes the subscription's deliveries that wait for an attempt (pending or failed) due now with a
+ * fresh count of attempts: after a change of target, whose receiver is not the one that failed.
+ */
+export async function makeWaitingDueNow(db: Knex, subscriptionId: string, now: string): Promise<number> {
+  return notInFlight(db('webhook_deliveries').where({ subscription_id: subscriptionId }).whereIn('status', DUE_STATUSES), now)
+    .update({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now });
+}
+
+/**
+ * Leaves out deliveries an engine holds a live lease on: an attempt under way stores its own
+ * outcome (fenced on its lease), which a requeue clearing the lease would drop, sending it twice.
+ */
+function notInFlight(query: Knex.QueryBuilder, now: string): Knex.QueryBuilder {
+  return query.andWhere((q) => q.whereNull('lease_until').orWhere('lease_until', '<=', now));
 }
 
 /** A claimed delivery with what sending it needs: the event and the subscription's target and secrets. */
@@ -320,10 +337,15 @@ function toDue(r: any): DueDelivery {
   };
 }
 
-/** Deliveries created before the events' retention: their events are purged (or about to be), so they can never be sent. */
+/**
+ * Deliveries created before the events' retention, with their attempts: their events are purged
+ * (or about to be), so they can never be sent.
+ */
 export async function deleteDeliveriesBefore(db: Knex, createdBefore: string, batch: number): Promise<number> {
-  const orphans = db('webhook_deliveries').select('seq').where('created_at', '<', createdBefore).limit(batch);
-  return db('webhook_deliveries').whereIn('seq', orphans).delete();
+  const orphans: { seq: number; id: string }[] = await db('webhook_deliveries').select('seq', 'id').where('created_at', '<', createdBefore).limit(batch);
+  if (!orphans.length) return 0;
+  await db('webhook_delivery_attempts').whereIn('delivery_id', orphans.map((o) => o.id)).delete();
+  return db('webhook_deliveries').whereIn('seq', orphans.map((o) => o.seq)).delete();
 }
 
 export type WebhookDeliveryAttempt = components['schemas']['WebhookDeliveryAttempt'];
@@ -333,6 +355,7 @@ export interface WebhookDeliveryAttemptRow {
   subscription_id: string;
   delivery_id: string;
   attempt: number;
+  target_url: string;
   started_at: string;
   duration_ms: number;
   outcome: WebhookDeliveryAttempt['outcome'];
@@ -350,6 +373,7 @@ export async function listDeliveryAttempts(db: Knex, deliveryId: string, limit: 
   const rows: WebhookDeliveryAttemptRow[] = await db('webhook_delivery_attempts').where({ delivery_id: deliveryId }).orderBy('seq', 'desc').limit(limit);
   return rows.reverse().map((r) => ({
     attempt: Number(r.attempt),
+    targetUrl: r.target_url,
     startedAt: r.started_at,
     durationMs: Number(r.duration_ms),
     outcome: r.outcome,
@@ -358,7 +382,10 @@ export async function listDeliveryAttempts(db: Knex, deliveryId: string, limit: 
   }));
 }
 
-/** Up to `batch` attempts that started before `startedBefore` (the retention purge). */
+/**
+ * Up to `batch` attempts that started before `startedBefore`: the retention purge's sweep for
+ * attempts whose delivery went another way (deleteDeliveriesBefore takes each delivery's own).
+ */
 export async function deleteAttemptsBefore(db: Knex, startedBefore: string, batch: number): Promise<number> {
   const old = db('webhook_delivery_attempts').select('seq').where('started_at', '<', startedBefore).limit(batch);
   return db('webhook_delivery_attempts').whereIn('seq', old).delete();

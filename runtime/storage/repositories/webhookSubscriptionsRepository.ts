@@ -81,8 +81,15 @@ export async function insertSubscriptionIfAbsent(db: Knex, row: Omit<WebhookSubs
   return { row: existing!, created };
 }
 
-export async function findSubscriptionRow(db: Knex, orgId: string, partner: string, id: string): Promise<WebhookSubscriptionRow | undefined> {
-  return db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner, id }).first();
+/** The subscription; `forUpdate` locks its row until the transaction ends (Postgres; SQLite's writer lock does it). */
+export async function findSubscriptionRow(db: Knex, orgId: string, partner: string, id: string, { forUpdate = false } = {}): Promise<WebhookSubscriptionRow | undefined> {
+  const query = db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner, id }).first();
+  return forUpdate ? query.forUpdate() : query;
+}
+
+/** The organization and partner's subscription with this target and these types, if any. */
+export async function findSubscriptionWith(db: Knex, orgId: string, partner: string, targetUrl: string, matchKey: string): Promise<WebhookSubscriptionRow | undefined> {
+  return db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner, target_url: targetUrl, match_key: matchKey }).first();
 }
 
 /**
@@ -105,8 +112,10 @@ const typeRows = (orgId: string, subscriptionId: string, matchKey: string) =>
 /** Deletes the subscription, its event types, its deliveries and their attempts. */
 export async function deleteSubscriptionRows(db: Knex, orgId: string, id: string): Promise<boolean> {
   await db('webhook_subscription_types').where({ org_id: orgId, subscription_id: id }).delete();
-  await db('webhook_delivery_attempts').where({ org_id: orgId, subscription_id: id }).delete();
+  // the deliveries first: on Postgres that waits for an engine storing an outcome on one of them
+  // (its row lock), so the attempts' delete after it sees the attempt that engine wrote
   await db('webhook_deliveries').where({ org_id: orgId, subscription_id: id }).delete();
+  await db('webhook_delivery_attempts').where({ org_id: orgId, subscription_id: id }).delete();
   return (await db('webhook_subscriptions').where({ org_id: orgId, id }).delete()) > 0;
 }
 
@@ -118,4 +127,10 @@ export async function markSubscriptionSucceeded(db: Knex, id: string, at: string
 /** Disables an active or paused subscription; false when it was already disabled or is gone. */
 export async function disableSubscription(db: Knex, id: string, reason: DisabledReason, at: string): Promise<boolean> {
   return (await db('webhook_subscriptions').where({ id }).whereNot({ status: 'disabled' }).update({ status: 'disabled', disabled_reason: reason, disabled_at: at, updated_at: at })) > 0;
+}
+
+/** The subscription's target now, read with a lock until the transaction ends; undefined when it is gone. */
+export async function currentTargetOf(db: Knex, id: string): Promise<string | undefined> {
+  const row = await db<WebhookSubscriptionRow>('webhook_subscriptions').where({ id }).first('target_url').forUpdate();
+  return row?.target_url;
 }

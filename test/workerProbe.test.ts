@@ -88,7 +88,7 @@ async function runWorker(env: NodeJS.ProcessEnv): Promise<{ code: number; stdout
 async function get(port: number, route: string, headers: Record<string, string> = {}) {
   const res = await fetch(`http://127.0.0.1:${port}${route}`, { headers, signal: AbortSignal.timeout(5000) });
   const text = await res.text();
-  return { status: res.status, type: res.headers.get('content-type'), text, json: () => JSON.parse(text) };
+  return { status: res.status, type: res.headers.get('content-type'), retryAfter: res.headers.get('retry-after'), text, json: () => JSON.parse(text) };
 }
 
 /** Polls `route` until it answers `status`; the last answer either way. */
@@ -125,23 +125,24 @@ const anErrorBody = (code: string, error: string | RegExp) => ({ code, error: ty
 describeEachDatabase('npm run worker with WORKER_PORT', (t) => {
   let receiver: WebhookReceiver;
   let worker: Worker | undefined;
+  // one worker for both tests: the second one stops it (each test runs alone as well, with -t)
   beforeAll(async () => {
     receiver = await startWebhookReceiver();
-  });
+    worker = await startWorker(t.db.url, { ...ENV, METRICS_TOKEN: 'scrape-token' });
+  }, 30_000);
   afterAll(async () => {
     await worker?.stop();
     await receiver?.close();
   });
 
   it('answers /healthz, /readyz, /metrics (the webhook counters, moved by a delivery) and 404 for anything else', async () => {
-    worker = await startWorker(t.db.url, { ...ENV, METRICS_TOKEN: 'scrape-token' });
-    const { port } = worker;
+    const { port } = worker!;
     const health = await get(port, '/healthz');
     expect([health.status, health.type, health.json()]).toEqual([200, 'application/json; charset=utf-8', { status: 'ok' }]);
     // 200 once the engine runs (it starts right after its first look at the schema)
     const ready = await waitForStatus(port, '/readyz', 200, 10_000);
     expect([ready.status, ready.json()]).toEqual([200, READY]);
-    expect(worker.output()).toContain('webhook delivery worker started');
+    expect(worker!.output()).toContain('webhook delivery worker started');
 
     for (const [method, route] of [['GET', '/v1/sites'], ['GET', '/'], ['POST', '/healthz']]) {
       const res = await fetch(`http://127.0.0.1:${port}${route}`, { method, signal: AbortSignal.timeout(5000) });
@@ -181,8 +182,9 @@ describeEachDatabase('npm run worker with WORKER_PORT', (t) => {
     await t.http.post('/v1/checkins').set('Authorization', t.auth).send({ userId: 'auth0|probe-slow', siteId: 's' }).expect(201);
     await receiver.waitFor(1, { path: '/slow' });
     worker!.signal('SIGTERM');
-    const draining = await waitForStatus(port, '/readyz', 503, 1000);
+    const draining = await waitForStatus(port, '/readyz', 503, 2000); // the attempt keeps it up about 2.5 s
     expect([draining.status, draining.json()]).toEqual([503, anErrorBody('SERVICE_UNAVAILABLE', 'The webhook delivery engine is shutting down')]);
+    expect(draining.retryAfter).toBe('5'); // as the API server's /readyz
     expect((await get(port, '/healthz')).status).toBe(200); // alive all the same: nothing to restart
 
     expect(await worker!.exited).toEqual({ code: 0, signal: null });
@@ -266,6 +268,25 @@ describe('npm run worker refusing to start', () => {
     expect(result.stderr.trim()).toBe(`Configuration error: WORKER_PORT="${value}" is invalid: expected a whole number from 0 to 65535`);
     expect(result.stdout).not.toContain('webhook delivery worker started');
   });
+
+  it('a database that does not answer: it stays up, /readyz answers 503 saying so, and SIGTERM exits 0', async () => {
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port: deadPort } = closed.address() as net.AddressInfo;
+    await new Promise((resolve) => closed.close(resolve)); // nothing listens there now
+    const worker = await startWorker(`postgres://postgres@127.0.0.1:${deadPort}/nothing`);
+    try {
+      await waitForOutput(worker, 'the database cannot be reached');
+      const waiting = await get(worker.port, '/readyz');
+      expect([waiting.status, waiting.retryAfter, waiting.json()]).toEqual([503, '5', anErrorBody('SERVICE_UNAVAILABLE', 'The database is unreachable')]);
+      expect((await get(worker.port, '/healthz')).status).toBe(200);
+      worker.signal('SIGTERM');
+      expect(await worker.exited).toEqual({ code: 0, signal: null });
+      expect(worker.output()).not.toContain('webhook delivery worker started');
+    } finally {
+      await worker.stop();
+    }
+  }, 30_000);
 
   it('WORKER_PORT in use: one line and exit 1, as npm start on a port in use, and no engine started', async () => {
     const blocker = net.createServer();

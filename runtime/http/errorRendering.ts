@@ -1,11 +1,9 @@
 import type { NextFunction, Request, Response } from 'express';
-import { ApiError, errorBody, validationError } from '../errors';
+import { ApiError, DATABASE_RETRY_AFTER_SECONDS, errorBody, validationError } from '../errors';
 import { MalformedCursorError } from '../cursor';
 import { isDatabaseBusy, isDatabaseUnavailable } from '../storage/databaseErrors';
 import { contextOf } from './requestContext';
 
-/** Seconds a client is asked to wait before retrying while the database is unreachable. */
-export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 /**
  * The one place that renders errors: `{error, code, details?, requestId}` with the error's

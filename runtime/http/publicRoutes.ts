@@ -1,11 +1,9 @@
 import path from 'node:path';
 import express, { Router } from 'express';
 import type { Knex } from 'knex';
-import { ApiError } from '../errors';
 import { pendingMigrations } from '../storage/migrate';
 import { metricsAccessError, metricsText, METRICS_CONTENT_TYPE } from '../observability/metrics';
-import { checkReadiness, READY_BODY } from '../observability/readiness';
-import { DATABASE_RETRY_AFTER_SECONDS } from './errorRendering';
+import { checkReadiness, notReady, READY_BODY } from '../observability/readiness';
 import { contractDocument, sdkContractDocument } from './contractDocuments';
 
 /**
@@ -23,7 +21,7 @@ export function publicRoutes(db: Knex, options: { metricsToken?: string } = {}):
   router.get('/readyz', async (_req, res, next) => {
     const readiness = await checkReadiness(() => pendingMigrations(db));
     if (!readiness.ready) {
-      return next(new ApiError('SERVICE_UNAVAILABLE', readiness.reason, undefined, { 'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS) }));
+      return next(notReady(readiness.reason));
     }
     res.json(READY_BODY);
   });

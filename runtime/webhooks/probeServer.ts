@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { ApiError, errorBody } from '../errors';
 import { newRequestId } from '../ids';
 import { metricsAccessError, metricsText, METRICS_CONTENT_TYPE } from '../observability/metrics';
-import { checkReadiness, READY_BODY } from '../observability/readiness';
+import { checkReadiness, notReady, READY_BODY } from '../observability/readiness';
 import { pendingMigrations } from '../storage/migrate';
 
 /**
@@ -104,7 +104,7 @@ async function answer(req: IncomingMessage, options: ProbeServerOptions): Promis
 }
 
 async function readiness(options: ProbeServerOptions): Promise<Reply> {
-  const unavailable = (message: string) => failure(new ApiError('SERVICE_UNAVAILABLE', message));
+  const unavailable = (message: string) => failure(notReady(message));
   // a stopping engine's database is about to close: not asked then
   const check = options.phase() === 'stopping' ? undefined : await checkReadiness(() => pendingMigrations(options.db));
   // read again once the database answered: a shutdown may have begun meanwhile, and is the reason then

@@ -63,11 +63,18 @@ async function listenOrExit(config: Config, port: number, database: Database, lo
  * Resolves true once it is current, false when `signal` ends the wait first (a shutdown).
  */
 async function waitForSchema(db: Knex, logger: Logger, signal: AbortSignal): Promise<boolean> {
-  for (let said = false; !signal.aborted; said = true) {
-    const behind = await schemaBehind(db);
+  // each reason to wait is logged once, when it starts: the schema behind, or the database not
+  // answering (/readyz says which meanwhile); the engine starts once neither holds
+  let said: 'behind' | 'unreachable' | undefined;
+  while (!signal.aborted) {
+    const look = await schemaBehind(db).then(
+      (message) => (message === undefined ? undefined : { reason: 'behind' as const, message }),
+      (err: Error) => ({ reason: 'unreachable' as const, message: `the database cannot be reached (${err.message})` }),
+    );
     // a shutdown during that look wins: the engine must not start on its way out
-    if (!behind) return !signal.aborted;
-    if (!said) logger.warn(`${behind}; waiting`);
+    if (!look) return !signal.aborted;
+    if (said !== look.reason) logger.warn(`${look.message}; waiting`);
+    said = look.reason;
     await sleep(SCHEMA_POLL_MS, undefined, { signal }).catch(() => undefined);
   }
   return false;

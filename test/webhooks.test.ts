@@ -555,6 +555,14 @@ describeEachDatabase('webhook delivery', (t) => {
     await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x` }).expect(400);
     await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created', eventTypes: ['checkin.created'] }).expect(400);
     await t.http.post('/v1/integrations/nobody/subscriptions').set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created' }).expect(404);
+    // spellings the sender would call at another URL than written, and a port nothing listens on
+    for (const [targetUrl, message] of [
+      [`${receiver.url.replace('http://', 'http:///')}/x`, 'must have its host right after the scheme, as in https://host/path'],
+      ['http://127.0.0.1:0/x', 'must not use port 0, which no receiver listens on'],
+    ]) {
+      const res = await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl, triggerKey: 'checkin.created' });
+      expect([targetUrl, res.status, res.body]).toEqual([targetUrl, 400, anError('TARGET_NOT_ALLOWED', { details: [{ path: '/targetUrl', message }] })]);
+    }
   });
 }, ENV);
 

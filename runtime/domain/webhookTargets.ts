@@ -28,6 +28,10 @@ export async function checkTarget(targetUrl: string, allowPrivate: boolean): Pro
   } catch {
     throw targetNotAllowed('is not an absolute URL');
   }
+  // what the sender would call must be what was written: `https:///host` parses as
+  // https://host/, so the same receiver could be subscribed twice under two spellings
+  if (!/^[a-z][a-z0-9+.-]*:\/\/[^/\\?#]/i.test(targetUrl)) throw targetNotAllowed('must have its host right after the scheme, as in https://host/path');
+  if (url.port === '0') throw targetNotAllowed('must not use port 0, which no receiver listens on');
   if (allowPrivate) {
     if (url.protocol !== 'https:' && url.protocol !== 'http:') throw targetNotAllowed('must be an https URL');
     return;

@@ -406,6 +406,8 @@ describeEachDatabase('webhook delivery', (t) => {
     // the same target with other types, or other types at the same target, is fine
     await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ targetUrl: `${receiver.url}/second` }).expect(200);
 
+    const both = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ triggerKey: 'site.created', eventTypes: ['site.created'] }).expect(400);
+    expect(both.body.details).toEqual([{ path: '', message: 'must follow the rule: Any of status, targetUrl, and one of triggerKey or eventTypes (not both); fields left out keep their value.' }]);
     for (const body of [{}, { triggerKey: 'site.created', eventTypes: ['site.created'] }, { eventTypes: [] }, { triggerKey: 'site.exploded' }, { secret: 'whsec_x' }, { status: 'disabled' }, { targetUrl: 'not a url' }]) {
       const res = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send(body);
       expect([JSON.stringify(body), res.status, res.body.code]).toEqual([JSON.stringify(body), 400, 'VALIDATION_ERROR']);
@@ -552,8 +554,12 @@ describeEachDatabase('webhook delivery', (t) => {
     const refused = await t.http.post(HOOKS).set('Authorization', readOnly).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created' }).expect(403);
     expect(refused.headers['www-authenticate']).toBe('Bearer error="insufficient_scope", scope="integrations:write"');
     await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.exploded' }).expect(400);
-    await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x` }).expect(400);
-    await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created', eventTypes: ['checkin.created'] }).expect(400);
+    // neither or both of triggerKey and eventTypes: the rule in words, not the validator's "oneOf"
+    const rule = 'must follow the rule: targetUrl and exactly one of triggerKey or eventTypes.';
+    for (const body of [{ targetUrl: `${receiver.url}/x` }, { targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created', eventTypes: ['checkin.created'] }]) {
+      const res = await t.http.post(HOOKS).set('Authorization', t.auth).send(body).expect(400);
+      expect(res.body).toEqual(anError('VALIDATION_ERROR', { error: `Request body: ${rule}`, details: [{ path: '', message: rule }] }));
+    }
     await t.http.post('/v1/integrations/nobody/subscriptions').set('Authorization', t.auth).send({ targetUrl: `${receiver.url}/x`, triggerKey: 'checkin.created' }).expect(404);
     // spellings the sender would call at another URL than written, and a port nothing listens on
     for (const [targetUrl, message] of [

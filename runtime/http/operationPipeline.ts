@@ -63,7 +63,7 @@ export async function runOperation(
   let body: unknown;
   if (v.body) {
     if (rawBody === undefined) throw new ApiError('VALIDATION_ERROR', 'This operation needs a JSON request body', [{ path: '', message: 'is required' }]);
-    body = validateOrThrow(v.body, rawBody, '');
+    body = validateOrThrow(v.body, rawBody, '', op.bodyRule);
   }
 
   const input = { operationId, path, query, body, principal, requestId: context.requestId, log: context.log, config: deps.config } as const;

@@ -9,13 +9,13 @@ export const MAX_ERROR_DETAILS = 20;
  * defaults in place) and returns it, or throws 400 VALIDATION_ERROR whose details point into
  * the request: `/readings/3/value` for the body, `/query/limit`, `/path/id`.
  */
-export function validateOrThrow<T>(validate: ValidateFunction, data: T, prefix: string): T {
+export function validateOrThrow<T>(validate: ValidateFunction, data: T, prefix: string, rule?: string | null): T {
   if (validate(data)) {
     const unstorable = findUnstorableValue(data, prefix);
     if (unstorable) throw new ApiError('VALIDATION_ERROR', `${unstorable.path}: ${unstorable.message}`, [unstorable]);
     return data;
   }
-  const details = toDetails(validate.errors ?? [], prefix);
+  const details = toDetails(validate.errors ?? [], prefix, rule ?? undefined);
   const first = details[0];
   const more = details.length > 1 ? ` (and ${details.length - 1} more)` : '';
   const where = prefix === '' ? 'Request body' : prefix === '/query' ? 'Query' : 'Path';
@@ -49,13 +49,22 @@ export function validateQueryOrThrow<T extends Record<string, unknown>>(validate
 
 const DECIMAL = /^-?\d+(\.\d+)?$/;
 
-function toDetails(errors: ErrorObject[], prefix: string): ErrorDetail[] {
+/**
+ * `rule`: the body's rule as a whole, in words (the operation index's `bodyRule`), shown for a
+ * failed top-level `oneOf`/`anyOf`/`not` in place of the validator's message, and in place of the
+ * `required` of each alternative (which would each claim one field is required).
+ */
+function toDetails(errors: ErrorObject[], prefix: string, rule?: string): ErrorDetail[] {
   const seen = new Set<string>();
   const out: ErrorDetail[] = [];
   for (const e of errors) {
     let path = prefix + e.instancePath;
     let message = e.message ?? 'is invalid';
-    if (e.keyword === 'additionalProperties') {
+    const topLevel = rule !== undefined && e.instancePath === '';
+    if (topLevel && /^#\/(oneOf|anyOf)\/\d+\/required$/.test(e.schemaPath)) continue;
+    if (topLevel && ['oneOf', 'anyOf', 'not'].includes(e.keyword) && e.schemaPath === `#/${e.keyword}`) {
+      message = `must follow the rule: ${rule}`;
+    } else if (e.keyword === 'additionalProperties') {
       path += `/${(e.params as { additionalProperty: string }).additionalProperty}`;
       message = 'is not a known field';
     } else if (e.keyword === 'required') {

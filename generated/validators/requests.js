@@ -5749,7 +5749,7 @@ return errors === 0;
 validate112.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookSubscriptionUpdate = validate116;
-const schema57 = {"type":"object","additionalProperties":false,"minProperties":1,"description":"Any of `status`, `targetUrl`, and one of `triggerKey` or `eventTypes` (not both); fields left out keep their value.","not":{"required":["triggerKey","eventTypes"]},"properties":{"status":{"type":"string","enum":["active","paused"]},"targetUrl":{"type":"string","format":"uri","minLength":1,"maxLength":2000,"description":"An `https` URL that resolves to public addresses, checked as at subscribe time."},"triggerKey":{"$ref":"components#/$defs/EventType"},"eventTypes":{"type":"array","minItems":1,"maxItems":100,"uniqueItems":true,"items":{"$ref":"components#/$defs/EventType"}}}};
+const schema57 = {"type":"object","additionalProperties":false,"minProperties":1,"description":"Any of `status`, `targetUrl`, and one of `triggerKey` or `eventTypes` (not both); fields left out keep their value.","not":{"required":["triggerKey","eventTypes"],"properties":{"triggerKey":{},"eventTypes":{}}},"properties":{"status":{"type":"string","enum":["active","paused"]},"targetUrl":{"type":"string","format":"uri","minLength":1,"maxLength":2000,"description":"An `https` URL that resolves to public addresses, checked as at subscribe time."},"triggerKey":{"$ref":"components#/$defs/EventType"},"eventTypes":{"type":"array","minItems":1,"maxItems":100,"uniqueItems":true,"items":{"$ref":"components#/$defs/EventType"}}}};
 
 function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

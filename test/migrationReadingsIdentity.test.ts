@@ -1,7 +1,7 @@
 import knex, { Knex } from 'knex';
 import { randomBytes } from 'node:crypto';
 import { openDatabase, Database } from '../runtime/storage/database';
-import { migrateLatest, migrateUpTo } from '../runtime/storage/migrate';
+import { migrateUpTo } from '../runtime/storage/migrate';
 
 // Migration 0012 replaces the sensor readings' identity index on a table that may hold millions
 // of rows. On Postgres it promises (runtime/storage/migrations/0012_list_filter_indexes.ts) that
@@ -45,7 +45,8 @@ describePostgres('migration 0012 on Postgres: the readings stay readable while t
     const table = `${schema}.sensor_readings`;
 
     let done = false;
-    const migrating = migrateLatest(k).finally(() => { done = true; });
+    // 0012 alone: the later migrations are not what is watched
+    const migrating = migrateUpTo(k, '0012_list_filter_indexes').finally(() => { done = true; });
     const modesDuringBuild = new Set<string>();
     let builds = 0;
     let readsDuringBuild = 0;
@@ -67,7 +68,8 @@ describePostgres('migration 0012 on Postgres: the readings stay readable while t
     } finally {
       await migrating.catch(() => undefined); // a failed check above must not leave the migration running unawaited
     }
-    expect(await migrating).toEqual([expect.stringMatching(/^0012_/)]);
+    await migrating;
+    expect(await k('knex_migrations').where('name', 'like', '0012_%').pluck('name')).toEqual(['0012_list_filter_indexes']);
 
     expect(builds).toBeGreaterThan(0);
     expect([...modesDuringBuild]).not.toContain('AccessExclusiveLock');

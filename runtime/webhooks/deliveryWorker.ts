@@ -170,7 +170,10 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
   const token = delivery.lease_token!;
   const ok = outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
   const storeOutcome = async (trx: Knex): Promise<'succeeded' | 'failed' | 'abandoned' | undefined> => {
-    if (!ok && (await currentTargetOf(trx, subscription.id)) !== subscription.target_url) {
+    // the subscription's row first, then the delivery's: the order a change of the subscription
+    // takes them in (webhookSubscriptions.ts, updateSubscription), so the two never deadlock
+    const target = await currentTargetOf(trx, subscription.id);
+    if (!ok && target !== subscription.target_url) {
       // the subscription moved to another target (or went) while this attempt was under way to the
       // old one: its failure is the old receiver's, so it neither counts against the new one nor
       // disables the subscription; the delivery goes to the new target now, on a new schedule

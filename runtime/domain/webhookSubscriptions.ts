@@ -164,7 +164,7 @@ export async function updateSubscription(db: Knex, orgId: string, partner: strin
   }
   // leaving `disabled`, to `active` or to `paused` (which then holds them until resumed)
   if (row.status === 'disabled' && changes.status !== undefined) await requeueUndelivered(db, id, row.last_success_at, now);
-  else if (changes.target_url !== undefined) await makeWaitingDueNow(db, id, now);
+  if (changes.target_url !== undefined) await makeWaitingDueNow(db, id, now);
   return toSubscription({ ...row, ...changes });
 }
 

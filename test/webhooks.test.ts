@@ -348,6 +348,27 @@ describeEachDatabase('webhook delivery', (t) => {
     }
   });
 
+  it('re-enabled with a new target in one change: a delivery waiting for a retry from before the last success is due at once too', async () => {
+    const { auth, subscription } = await setup('/both-rules', 'checkin.created');
+    await worker.stop(); // the rows below stay as written
+    try {
+      await checkin(auth, 'auth0|both-rules');
+      const [delivery] = await deliveries(auth, subscription.id);
+      const hourLater = new Date(Date.now() + 3_600_000).toISOString();
+      await t.db.knex('webhook_deliveries').where({ id: delivery.id }).update({ status: 'failed', attempts: 2, next_attempt_at: hourLater });
+      // its last success is newer than the delivery: re-enabling alone would not requeue it
+      await t.db.knex('webhook_subscriptions').where({ id: subscription.id }).update({ status: 'disabled', disabled_reason: 'gone', last_success_at: new Date().toISOString() });
+      const before = Date.now();
+      await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active', targetUrl: `${receiver.url}/both-rules-2` }).expect(200);
+      const [after] = await deliveries(auth, subscription.id);
+      expect(after).toMatchObject({ status: 'pending', attempts: 0 });
+      expect(Date.parse(after.nextAttemptAt)).toBeGreaterThanOrEqual(before - 1000);
+      expect(Date.parse(after.nextAttemptAt)).toBeLessThan(Date.parse(hourLater) - 3_000_000);
+    } finally {
+      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+    }
+  });
+
   it('re-enabling or a new target leaves an attempt under way alone: its lease and its own outcome stand', async () => {
     const { auth, subscription } = await setup('/in-flight', 'checkin.created');
     await worker.stop(); // the rows below play an engine with an attempt under way

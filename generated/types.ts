@@ -204,7 +204,7 @@ export interface paths {
         };
         /**
          * Walk the change feed
-         * @description The organization's events, oldest first (by `sequence`, which increases in commit order). Every create, update and delete of a resource (sites, user profiles, check-ins, logs, sensor readings, assets, issues, templates, runs, schedules) records one event in the same transaction as the change, with `data` the resource as `GET` answers it afterwards. An update that changes no field (other than `updatedAt`) records none. A check-in that moves a user profile's last location also records `user.updated` for the profile, right after the check-in's own event. A batch of sensor readings records one `sensor_readings.ingested` with the readings it stored, and none when every reading was a duplicate. Webhook subscriptions are configuration and record no events. A walk that passes each page's `nextCursor` back as `after` never skips or repeats an event, also while events are being recorded; keep the last `nextCursor` to resume later, or resume after an event you know by its id (`afterEvent`, e.g. the last webhook delivery you processed). Events are kept `EVENTS_RETENTION_DAYS` (30 by default): a cursor older than that answers 410 `CURSOR_EXPIRED` — resynchronise (list the resources) and start a new walk. A walk without a cursor starts with the events at least five minutes inside the retention: older ones are due to be purged (the purge runs every few minutes), and a page of them would end in a cursor already expired. A cursor is as old as the event it follows, except at the end of the feed, where it is five minutes older than the read that issued it (an allowance for writes in flight and clock skew): a consumer that polls keeps a fresh cursor however quiet its feed (or filter) is. A filtered walk's cursor is meant for the same filter. Filters combine with AND.
+         * @description The organization's events, oldest first (by `sequence`, which increases in commit order). Every create, update and delete of a resource (sites, user profiles, check-ins, logs, sensor readings, assets, issues, templates, runs, schedules) records one event in the same transaction as the change, with `data` the resource as `GET` answers it afterwards. An update that changes no field (other than `updatedAt`) records none. A check-in that moves a user profile's last location also records `user.updated` for the profile, right after the check-in's own event. A batch of sensor readings records one `sensor_readings.ingested` with the readings it stored, and none when every reading was a duplicate. Webhook subscriptions are configuration and record no events. A walk that passes each page's `nextCursor` back as `after` never skips or repeats an event, also while events are being recorded; keep the last `nextCursor` to resume later, or resume after an event you know by its id (`afterEvent`, e.g. the last webhook delivery you processed), or from a time (`since`). Events are kept `EVENTS_RETENTION_DAYS` (30 by default): a cursor older than that answers 410 `CURSOR_EXPIRED` — resynchronise (list the resources) and start a new walk. A walk without a cursor starts with the events at least five minutes inside the retention: older ones are due to be purged (the purge runs every few minutes), and a page of them would end in a cursor already expired. A cursor is as old as the event it follows, except at the end of the feed, where it is five minutes older than the read that issued it (an allowance for writes in flight and clock skew): a consumer that polls keeps a fresh cursor however quiet its feed (or filter) is. A filtered walk's cursor is meant for the same filter. Filters combine with AND.
          */
         get: operations["listEvents"];
         put?: never;
@@ -3782,6 +3782,11 @@ export interface operations {
                  * @example evt_5c8k1m3q6t9w2x4z7b0d3f6h
                  */
                 afterEvent?: string;
+                /**
+                 * @description A time; the page starts at the first event that occurred at or after it. For a consumer that knows when it stopped but kept neither a cursor nor an event id (e.g. a receiver whose store was restored from a backup): pass a time a little before that, then follow `nextCursor`, dropping by `id` what it already had. Events are found through the feed's order, so the start is exact as long as the clock that stamps them was never set back by more than 10 minutes. A time older than the retention (or within five minutes of its edge) answers 410 `CURSOR_EXPIRED`: events after it may have been purged. Not together with `after` or `afterEvent`.
+                 * @example 2026-11-24T14:00:00Z
+                 */
+                since?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
             };
@@ -3828,7 +3833,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
-            /** @description The cursor, or the event `afterEvent` names, is older than the retention (`CURSOR_EXPIRED`); events after it may have been purged. Resynchronise and start a new walk. */
+            /** @description The cursor, the event `afterEvent` names, or `since` is older than the retention (`CURSOR_EXPIRED`); events after it may have been purged. Resynchronise and start a new walk. */
             410: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];

@@ -141,6 +141,41 @@ describeEachDatabase('the change feed', (t) => {
     expect(both.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/afterEvent', message: 'cannot be combined with after' }] }));
   });
 
+  it('starts at a time (since): the first event that occurred at or after it, then nextCursor walks on', async () => {
+    const auth = await t.newKey({ organization: 'feed-since' });
+    const other = await t.newKey({ organization: 'feed-since-other' });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push((await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: `auth0|since${i}`, siteId: 's' }).expect(201)).body.id);
+      // another organization's events in between: one order for all, skipped by the walk
+      await t.http.post('/v1/sites').set('Authorization', other).send({ name: `Between ${i}` }).expect(201);
+      await sleep(15); // each event its own millisecond
+    }
+    const all = (await feed(auth, '?limit=100')).data;
+    expect(all.map((e: any) => e.data.id)).toEqual(ids);
+    // exactly at an event's time, and just after the one before it: the same start
+    expect((await feed(auth, `?since=${all[1].occurredAt}`)).data).toEqual(all.slice(1));
+    const justAfter = new Date(Date.parse(all[0].occurredAt) + 1).toISOString();
+    const page = await feed(auth, `?since=${justAfter}&limit=1`);
+    expect(page.data).toEqual([all[1]]);
+    expect((await feed(auth, `?after=${page.nextCursor}`)).data).toEqual([all[2]]);
+    // with a filter, and from before everything
+    expect((await feed(auth, `?since=${all[0].occurredAt}&types=checkin.created&limit=100`)).data).toEqual(all);
+    // after the last event: nothing yet, and the cursor picks up what comes next
+    const end = await feed(auth, `?since=${new Date(Date.now() + 1000).toISOString()}`);
+    expect(end.data).toEqual([]);
+    await t.http.patch(`/v1/checkins/${ids[0]}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    expect((await feed(auth, `?after=${end.nextCursor}`)).data.map((e: any) => [e.type, e.data.id])).toEqual([['checkin.activated', ids[0]]]);
+
+    // older than the retention: events after it may be gone
+    const old = await t.http.get('/v1/events').query({ since: new Date(Date.now() - 31 * 86_400_000).toISOString() }).set('Authorization', auth).expect(410);
+    expect(old.body).toEqual(anError('CURSOR_EXPIRED'));
+    for (const [query, path] of [[{ since: all[0].occurredAt, after: page.nextCursor }, '/query/since'], [{ since: all[0].occurredAt, afterEvent: all[0].id }, '/query/since'], [{ since: 'yesterday' }, '/query/since']] as const) {
+      const refused = await t.http.get('/v1/events').query(query).set('Authorization', auth).expect(400);
+      expect([JSON.stringify(query), refused.body.code, refused.body.details[0].path]).toEqual([JSON.stringify(query), 'VALIDATION_ERROR', path]);
+    }
+  });
+
   it('answers 410 CURSOR_EXPIRED for afterEvent naming an event older than the retention, purged or not yet', async () => {
     const auth = await t.newKey({ organization: 'feed-after-event-expired' });
     const orgId = await orgIdOf('feed-after-event-expired');

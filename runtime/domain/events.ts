@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { Knex } from 'knex';
 import { idCreatedAt, newId } from '../ids';
-import { nowIso } from '../time';
+import { normalizeTimestamp, nowIso } from '../time';
 import type { components } from '../../generated/types';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { committedReads } from '../storage/committedReads';
@@ -136,6 +136,8 @@ export interface FeedRequest {
   after?: string;
   /** The id of an event to start after: what a webhook receiver knows (its `webhook-id`). */
   afterEvent?: string;
+  /** A time to start at: the first event that occurred at or after it. */
+  since?: string;
   limit: number;
 }
 
@@ -150,13 +152,18 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
   if (unknown.length) {
     throw validationError(`Unknown event type ${unknown.join(', ')}`, [{ path: '/query/types', message: `unknown event type ${unknown.join(', ')}; known: ${EVENT_TYPES.join(', ')}` }]);
   }
-  if (request.after !== undefined && request.afterEvent !== undefined) {
-    throw validationError('Pass either after (a cursor) or afterEvent (an event id), not both', [{ path: '/query/afterEvent', message: 'cannot be combined with after' }]);
+  const starts = (['after', 'afterEvent', 'since'] as const).filter((name) => request[name] !== undefined);
+  if (starts.length > 1) {
+    throw validationError(`Pass one of after (a cursor), afterEvent (an event id) or since (a time), not ${starts.join(' and ')}`, [{ path: `/query/${starts[1]}`, message: `cannot be combined with ${starts[0]}` }]);
   }
   const reads = committedReads(db); // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
+  if (request.since !== undefined && Date.parse(request.since) < Date.parse(retentionCutoff(retentionDays)) + END_CURSOR_ALLOWANCE_MS) {
+    throw new ApiError('CURSOR_EXPIRED', `since is older than the ${retentionDays}-day event retention (or within five minutes of its edge); resynchronise and walk the feed again from the start`);
+  }
   let after = request.after !== undefined
     ? decodeFeedCursorOrThrow(request.after)
-    : request.afterEvent !== undefined ? await positionOfEvent(reads, orgId, request.afterEvent, retentionDays) : undefined;
+    : request.afterEvent !== undefined ? await positionOfEvent(reads, orgId, request.afterEvent, retentionDays)
+    : request.since !== undefined ? await positionAt(reads, orgId, normalizeTimestamp(request.since)) : undefined;
   if (after && Date.parse(after.occurredAt) < Date.parse(retentionCutoff(retentionDays)) + CURSOR_EXPIRY_MARGIN_MS) {
     throw new ApiError('CURSOR_EXPIRED', `The ${request.after !== undefined ? 'cursor' : 'event afterEvent names'} is older than the ${retentionDays}-day event retention; resynchronise and walk the feed again from the start`);
   }
@@ -192,6 +199,18 @@ async function startOfWalk(reads: Knex, orgId: string, retentionDays: number): P
   // none at or after the edge: whatever the organization has stored is about to go
   if (first === undefined) return { seq: await highestEventSeq(reads, orgId), occurredAt: edge };
   return first > 1 ? { seq: first - 1, occurredAt: edge } : undefined;
+}
+
+/**
+ * Where a walk from the time `time` begins: just before the first event (of any organization:
+ * `seq` is one order for all) that occurred at or after it, or after the organization's last
+ * event when none did yet. The position carries `time` as its age, which readEventFeed checked
+ * against the retention.
+ */
+async function positionAt(reads: Knex, orgId: string, time: string): Promise<FeedPosition> {
+  const first = await firstSeqAtOrAfter(reads, time);
+  if (first === undefined) return { seq: await highestEventSeq(reads, orgId), occurredAt: time };
+  return { seq: first - 1, occurredAt: time };
 }
 
 /**

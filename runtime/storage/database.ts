@@ -93,14 +93,29 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
 
 /**
  * Knex reports a failed connection attempt (a database that is down, or does not exist) as a
- * warning with the driver's stack trace, once per attempt; one line says the same. The error
- * itself still reaches the caller (a request answers 503, a start stops with its message).
+ * warning with the driver's stack trace, once per attempt: every request and every poll during
+ * an outage. One line says the same, and the same line again within a minute is counted instead
+ * of printed (the count comes with the next one printed). The error itself still reaches the
+ * caller (a request answers 503, a start stops with its message).
  */
-const KNEX_LOG = {
-  warn(message: unknown) {
-    console.warn(String(message).split('\n')[0]);
-  },
-};
+const KNEX_LOG = { warn: repeatsCounted((line) => console.warn(line)) };
+
+/** A warning printer that prints a line once a minute at most, saying how many times it was repeated meanwhile. */
+export function repeatsCounted(print: (line: string) => void, intervalMs = 60_000, now = Date.now): (message: unknown) => void {
+  const last = new Map<string, { at: number; repeated: number }>();
+  return (message) => {
+    const line = String(message).split('\n')[0];
+    const seen = last.get(line);
+    const at = now();
+    if (seen && at - seen.at < intervalMs) {
+      seen.repeated++;
+      return;
+    }
+    if (last.size > 100) last.clear(); // distinct lines are few; never a growing map
+    print(seen?.repeated ? `${line} (and ${seen.repeated} more times in the last ${Math.round((at - seen.at) / 1000)} s)` : line);
+    last.set(line, { at, repeated: 0 });
+  };
+}
 
 const INT8_OID = 20;
 

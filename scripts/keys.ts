@@ -9,7 +9,7 @@
  *
  * `create` and `roll` print the secret as the last line of stdout; it is never shown again.
  */
-import { loadConfig } from '../runtime/config';
+import { configOrExit } from '../runtime/config';
 import { openDatabase } from '../runtime/storage/database';
 import { schemaBehind } from '../runtime/storage/migrate';
 import { ALL_SCOPES, createApiKey, listApiKeys, revokeApiKey, rollApiKey, UnknownKeyError, UnknownScopeError } from '../runtime/auth/apiKeys';
@@ -20,7 +20,8 @@ const USAGE = `usage:
   npm run keys -- roll <keyId> [--expires-in <duration>]
   npm run keys -- revoke <keyId>
 scopes: ${ALL_SCOPES.join(', ')}; \`all\` gives every one of them
-duration: a whole number and s, m, h or d (90d, 24h, 30m); roll's default is 24h, and 0 ends the old key at once`;
+duration: a whole number and s, m, h or d (90d, 24h, 30m); roll's default is 24h, and 0 ends the old key at once;
+  a rolled key that had an expiry passes its lifetime on to the new one`;
 
 class UsageError extends Error {}
 
@@ -36,13 +37,14 @@ const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 8
 /** At most this far ahead: a longer-lived key is one that never expires (leave --expires-in out). */
 const MAX_EXPIRY_DAYS = 3650;
 
-/** The instant `--expires-in` names, from now; undefined when it is not given. */
-function expiresIn(args: string[], fallback?: string): string | undefined {
+/** The instant `--expires-in` names, from now; undefined when it is not given. `0` (now) only where `zero` allows it. */
+function expiresIn(args: string[], { fallback, zero }: { fallback?: string; zero: boolean }): string | undefined {
   const value = option(args, 'expires-in') ?? fallback;
   if (value === undefined) return undefined;
   const match = /^(\d{1,7})([smhd])?$/.exec(value);
-  if (!match || (match[2] === undefined && match[1] !== '0')) throw new UsageError(`--expires-in ${value} is not a duration: use a whole number and s, m, h or d (90d, 24h), or 0`);
+  if (!match || (match[2] === undefined && match[1] !== '0')) throw new UsageError(`--expires-in ${value} is not a duration: use a whole number and s, m, h or d (90d, 24h)${zero ? ', or 0' : ''}`);
   const ms = Number(match[1]) * UNIT_MS[match[2] ?? 's'];
+  if (ms === 0 && !zero) throw new UsageError('--expires-in 0 would make a key that is expired already: give a duration (90d, 24h)');
   if (ms > MAX_EXPIRY_DAYS * UNIT_MS.d) throw new UsageError(`--expires-in ${value} is more than ${MAX_EXPIRY_DAYS} days: leave it out for a key that does not expire`);
   return new Date(Date.now() + ms).toISOString();
 }
@@ -53,7 +55,11 @@ async function main(args: string[]): Promise<void> {
     console.log(USAGE);
     return;
   }
-  const database = openDatabase(loadConfig().databaseUrl);
+  const { databaseUrl } = configOrExit(); // a bad setting: one line and exit 2, as for the server
+  // on stderr, so that stdout stays what scripts read: which database the keys are in (a CLI run
+  // without the server's DATABASE_URL would otherwise work on another one, unnoticed)
+  console.error(`database: ${withoutPassword(databaseUrl)}`);
+  const database = openDatabase(databaseUrl);
   try {
     const behind = await schemaBehind(database.knex);
     if (behind) throw new Error(behind);
@@ -64,7 +70,7 @@ async function main(args: string[]): Promise<void> {
         scopes: scopes.trim() === 'all' ? ALL_SCOPES : scopes.split(',').map((s) => s.trim()).filter(Boolean),
         organization: option(rest, 'org'),
         name: option(rest, 'name'),
-        expiresAt: expiresIn(rest),
+        expiresAt: expiresIn(rest, { zero: false }),
       });
       console.log(`created key ${key.id} (${key.name}) in organization ${key.organization} with scopes ${key.scopes.join(' ')}${key.expiresAt ? `, expiring at ${key.expiresAt}` : ''}`);
       console.log('the secret below is shown only now:');
@@ -72,8 +78,8 @@ async function main(args: string[]): Promise<void> {
     } else if (command === 'roll') {
       const id = rest[0];
       if (!id || id.startsWith('--')) throw new UsageError('roll needs a key id (see npm run keys -- list)');
-      const { key, secret, old } = await rollApiKey(database.knex, id, expiresIn(rest.slice(1), '24h')!);
-      console.log(`created key ${key.id} (${key.name}) in organization ${key.organization} with scopes ${key.scopes.join(' ')}`);
+      const { key, secret, old } = await rollApiKey(database.knex, id, expiresIn(rest.slice(1), { fallback: '24h', zero: true })!);
+      console.log(`created key ${key.id} (${key.name}) in organization ${key.organization} with scopes ${key.scopes.join(' ')}${key.expiresAt ? `, expiring at ${key.expiresAt}` : ''}`);
       console.log(`key ${old.id} expires at ${old.expiresAt}: move its clients to the new secret before then`);
       console.log('the secret below is shown only now:');
       console.log(secret);
@@ -95,6 +101,11 @@ async function main(args: string[]): Promise<void> {
   } finally {
     await database.close();
   }
+}
+
+/** DATABASE_URL as the operator may see it on a terminal: a password in it is replaced by `***`. */
+function withoutPassword(url: string): string {
+  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]+:)[^@]*@/, '$1***@');
 }
 
 /** `active`, `active expires=…`, `EXPIRED=…` or `REVOKED=…`. */

@@ -13,6 +13,8 @@ describeEachDatabase('API keys', (t) => {
   it('the CLI creates a scoped key in a new organization, printing the secret last, once', async () => {
     const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read,sites:write', '--org', 'acme', '--name', 'ci');
     expect(created.code).toBe(0);
+    // it says which database it used, on stderr (stdout stays for scripts), a password hidden
+    expect(created.stderr).toContain(`database: ${t.db.url.replace(/^(postgres(?:ql)?:\/\/[^:/@]+:)[^@]*@/, '$1***@')}`);
     const secret = lastLine(created.stdout);
     expect(secret).toMatch(/^fop_[A-Za-z0-9_-]{43}$/); // 32 random bytes = 256 bits
 
@@ -71,9 +73,14 @@ describeEachDatabase('API keys', (t) => {
     const line = () => keysCli(t.db.url, 'list').then((r) => r.stdout.split('\n').find((l) => l.includes('org=acme-expiring'))!);
     expect(await line()).toMatch(/  active expires=\S+Z$/);
     const expiresAt = /expiring at (\S+Z)/.exec(created.stdout)![1];
-    // rolled with a later expiry, the old key keeps its own, sooner one
+    // rolled with a later expiry, the old key keeps its own, sooner one; the new key gets the
+    // old one's lifetime (2 s), so a key made to expire never rolls into one that does not
     const rolled = await keysCli(t.db.url, 'roll', /created key (key_\w+)/.exec(created.stdout)![1], '--expires-in', '1h');
     expect(rolled.stdout).toContain(`expires at ${expiresAt}: move its clients`);
+    const successorExpiry = /with scopes sites:read, expiring at (\S+Z)\n/.exec(rolled.stdout)![1];
+    const lifetime = Date.parse(successorExpiry) - Date.now();
+    expect(lifetime).toBeGreaterThan(0);
+    expect(lifetime).toBeLessThanOrEqual(2000);
     await sleep(Date.parse(expiresAt) - Date.now() + 50);
     const refused = await t.http.get('/v1/sites').set('Authorization', auth).expect(401);
     expect(refused.body).toEqual(anError('UNAUTHENTICATED', { error: `This API key expired at ${expiresAt}` }));
@@ -128,6 +135,7 @@ describeEachDatabase('API keys', (t) => {
       [['create', '--scopes', 'sites:read', '--expires-in', '1y'], '--expires-in 1y is not a duration'],
       [['create', '--scopes', 'sites:read', '--expires-in', '-1d'], '--expires-in -1d is not a duration'],
       [['create', '--scopes', 'sites:read', '--expires-in', '3651d'], 'more than 3650 days'],
+      [['create', '--scopes', 'sites:read', '--expires-in', '0'], '--expires-in 0 would make a key that is expired already'],
     ] as const) {
       const result = await keysCli(t.db.url, ...args);
       expect([args.join(' '), result.code, result.stderr]).toEqual([args.join(' '), 2, expect.stringContaining(message)]);
@@ -135,6 +143,13 @@ describeEachDatabase('API keys', (t) => {
     // nothing was created by the refused commands
     const listed = (await keysCli(t.db.url, 'list')).stdout.split('\n').filter((l) => l.includes('org=acme-roll-now'));
     expect(listed).toHaveLength(3);
+  });
+
+  it('a bad setting stops the CLIs as it stops the server: one line, exit 2', async () => {
+    for (const file of ['keys.ts', 'migrate.ts']) {
+      const result = await runScript(file, file === 'keys.ts' ? ['list'] : [], t.db.url, 30_000, { RATE_LIMIT_STORE: 'redis', REDIS_URL: '' });
+      expect([file, result.code, result.stderr.trim()]).toEqual([file, 2, 'Configuration error: RATE_LIMIT_STORE=redis needs REDIS_URL']);
+    }
   });
 
   it('scopes come from the contract', () => {

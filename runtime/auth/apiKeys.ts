@@ -115,8 +115,10 @@ export class UnknownKeyError extends Error {}
 /**
  * Rolls a key: a new key with the same organization, scopes and name, and the old one made to
  * expire at `oldExpiresAt` (now: at once), so that clients can move to the new secret while the
- * old one still works. An old key that expires sooner keeps its expiry. Refused for a revoked or
- * expired key (there is nothing left to roll).
+ * old one still works. An old key that expires sooner keeps its expiry. A key made to expire
+ * passes its lifetime on: the new key expires as long after its creation as the old one did
+ * after its own (a 90-day key rolls into a 90-day key). Refused for a revoked or expired key
+ * (there is nothing left to roll).
  */
 export async function rollApiKey(db: Knex, keyId: string, oldExpiresAt: string): Promise<{ key: ApiKeyInfo; secret: string; old: ApiKeyInfo }> {
   const row = await findApiKeyRow(db, keyId);
@@ -125,7 +127,9 @@ export async function rollApiKey(db: Knex, keyId: string, oldExpiresAt: string):
   if (row.expires_at && row.expires_at <= nowIso()) throw new UnknownKeyError(`key ${keyId} expired at ${row.expires_at}`);
   // both or neither: never a new key beside an old one left without its expiry
   const { id, secret } = await inWriteTransaction(db, async (trx) => {
-    const made = await insertNewKey(trx, { scopes: row.scopes.split(' '), organization: row.org_name, name: row.name });
+    const lifetimeMs = row.expires_at === null ? undefined : Date.parse(row.expires_at) - Date.parse(row.created_at);
+    const expiresAt = lifetimeMs === undefined ? undefined : new Date(Date.now() + lifetimeMs).toISOString();
+    const made = await insertNewKey(trx, { scopes: row.scopes.split(' '), organization: row.org_name, name: row.name, expiresAt });
     await shortenApiKeyExpiry(trx, keyId, oldExpiresAt);
     return made;
   });

@@ -157,6 +157,11 @@ export async function readEventFeed(db: Knex, orgId: string, request: FeedReques
     throw validationError(`Pass one of after (a cursor), afterEvent (an event id) or since (a time), not ${starts.join(' and ')}`, [{ path: `/query/${starts[1]}`, message: `cannot be combined with ${starts[0]}` }]);
   }
   const reads = committedReads(db); // committed events only: one read on SQLite inside an open group commit could be undone (storage/committedReads.ts)
+  // a time yet to come has no place in the feed: a walk from it would be handed events that occur
+  // before it (those of the minutes until then)
+  if (request.since !== undefined && Date.parse(request.since) > Date.now()) {
+    throw validationError('since is in the future: pass a time that has passed', [{ path: '/query/since', message: 'must not be in the future' }]);
+  }
   if (request.since !== undefined && Date.parse(request.since) < Date.parse(retentionCutoff(retentionDays)) + END_CURSOR_ALLOWANCE_MS) {
     throw new ApiError('CURSOR_EXPIRED', `since is older than the ${retentionDays}-day event retention (or within five minutes of its edge); resynchronise and walk the feed again from the start`);
   }

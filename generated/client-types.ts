@@ -457,7 +457,7 @@ export interface paths {
         };
         /**
          * Get a delivery with its attempts
-         * @description The delivery as listed, with `attemptHistory`: each attempt that has an outcome, oldest first (the latest 50), with when it started, how long it took, and the target's status and the first characters of its answer, or the error. An attempt cut off by a stopped server process has no outcome and is not listed (`attempts` counts it); nor is a delivery given up without an attempt (its event purged before it went out). Attempts are kept as long as their delivery, within the event retention. The event sent is `GET /v1/events/{eventId}`.
+         * @description The delivery as listed, with `attemptHistory`: each attempt that has an outcome, oldest first (the latest 50), with when it started, how long it took, and the target's status and the first characters of its answer, or the error. An attempt cut off by a stopped server process has no outcome and is not listed (`attempts` counts it); a delivery given up without an attempt (its event purged before it went out) has an empty `attemptHistory`. Attempts are kept as long as their delivery, within the event retention. The event sent is `GET /v1/events/{eventId}`.
          */
         get: operations["getIntegrationSubscriptionDelivery"];
         put?: never;
@@ -2702,7 +2702,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The body is not UTF-8 `application/json`, or comes with a Content-Encoding other than gzip, deflate, br or identity, or a Transfer-Encoding other than chunked (`UNSUPPORTED_MEDIA_TYPE`). */
+        /** @description The body is not `application/json`, declares a charset other than UTF-8, or comes with a Content-Encoding other than gzip, deflate, br or identity, or a Transfer-Encoding other than chunked (`UNSUPPORTED_MEDIA_TYPE`). Bytes that are not valid UTF-8 in a body declared UTF-8 (or with no charset) are a 400 `INVALID_JSON`. */
         UnsupportedMediaType: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];
@@ -3783,7 +3783,7 @@ export interface operations {
                  */
                 afterEvent?: string;
                 /**
-                 * @description A time; the page starts at the first event that occurred at or after it. For a consumer that knows when it stopped but kept neither a cursor nor an event id (e.g. a receiver whose store was restored from a backup): pass a time a little before that, then follow `nextCursor`, dropping by `id` what it already had. Events are found through the feed's order, so the start is exact as long as the clock that stamps them was never set back by more than 10 minutes. A time older than the retention (or within five minutes of its edge) answers 410 `CURSOR_EXPIRED`: events after it may have been purged. Not together with `after` or `afterEvent`.
+                 * @description A time; the page starts at the first event that occurred at or after it. For a consumer that knows when it stopped but kept neither a cursor nor an event id (e.g. a receiver whose store was restored from a backup): pass a time a little before that, then follow `nextCursor`, dropping by `id` what it already had. Events are found through the feed's order, so the start is exact as long as the clock that stamps them was never set back by more than 10 minutes. A time older than the retention (or within five minutes of its edge) answers 410 `CURSOR_EXPIRED`: events after it may have been purged; a time yet to come answers 400. In a URL a `+01:00` offset is written `%2B01:00`. Not together with `after` or `afterEvent`.
                  * @example 2026-11-24T14:00:00Z
                  */
                 since?: string;
@@ -4383,12 +4383,12 @@ export interface operations {
                      *         "issue.created"
                      *       ],
                      *       "targetUrl": "https://hooks.example.com/catch/123/abc",
-                     *       "status": "active",
+                     *       "status": "paused",
                      *       "disabledReason": null,
                      *       "disabledAt": null,
                      *       "lastSuccessAt": null,
                      *       "createdAt": "2026-11-22T04:19:50.123Z",
-                     *       "updatedAt": "2026-11-22T04:19:50.123Z"
+                     *       "updatedAt": "2026-11-22T05:02:11.480Z"
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookSubscription"];

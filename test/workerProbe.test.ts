@@ -1,4 +1,4 @@
-import { ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -12,6 +12,7 @@ import { METRICS_CONTENT_TYPE } from '../runtime/observability/metrics';
 import { describeEachDatabase } from './support/testApp';
 import { testDatabases, withSearchPath } from './support/databases';
 import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
+import { stopChild } from './support/serverProcess';
 
 // `npm run worker` with WORKER_PORT (runtime/webhooks/probeServer.ts): the delivery engine run
 // alone answers /healthz, /readyz and /metrics on a port of its own, for an orchestrator's probes
@@ -65,18 +66,9 @@ async function startWorker(databaseUrl: string, env: NodeJS.ProcessEnv = {}): Pr
     child.stderr!.on('data', keep);
     void exited.then(({ code }) => { clearTimeout(timer); reject(new Error(`the worker exited ${code} before listening:\n${output}`)); });
   });
-  return { port, output: () => output, exited, signal: (s) => child.kill(s), stop: () => stop(child, exited) };
+  return { port, output: () => output, exited, signal: (s) => child.kill(s), stop: () => stopChild(child, exited, 10_000) };
 }
 
-async function stop(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 10_000).unref());
-  if ((await Promise.race([exited, timer])) === 'timeout') {
-    child.kill('SIGKILL');
-    await exited;
-  }
-}
 
 /** The worker run to its end (a refused start), with its exit code and both outputs. */
 async function runWorker(env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -83,7 +83,7 @@ async function startOn(port: number, options: StartOptions): Promise<ServerProce
     pid: child.pid!,
     output: () => output,
     exited: exitedWith,
-    stop: () => stop(child, exited),
+    stop: () => stopChild(child, exited, 3000),
   };
   try {
     await waitForHealth(server.baseUrl, child, options.startTimeoutMs ?? 20_000);
@@ -111,10 +111,11 @@ async function waitForHealth(baseUrl: string, child: ChildProcess, timeoutMs: nu
   throw new Error(`server at ${baseUrl} did not answer /healthz within ${timeoutMs} ms`);
 }
 
-async function stop(child: ChildProcess, exited: Promise<void>): Promise<void> {
+/** SIGTERM, then SIGKILL if the process has not exited within `graceMs`; for a test's cleanup. */
+export async function stopChild(child: ChildProcess, exited: Promise<unknown>, graceMs: number): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGTERM');
-  const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 3000).unref());
+  const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), graceMs).unref());
   if ((await Promise.race([exited, timer])) === 'timeout') {
     child.kill('SIGKILL');
     await exited;

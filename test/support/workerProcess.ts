@@ -1,5 +1,6 @@
 import { spawn, ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { stopChild } from './serverProcess';
 
 /**
  * A real `npm run worker` process (runtime/webhooks/workerMain.ts through tsx's require hook,
@@ -47,16 +48,6 @@ export async function startWorkerProcess(databaseUrl: string, env: NodeJS.Proces
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
     },
-    stop: () => stop(child, exited),
+    stop: () => stopChild(child, exited, 5000),
   };
-}
-
-async function stop(child: ChildProcess, exited: Promise<void>): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5000).unref());
-  if ((await Promise.race([exited, timer])) === 'timeout') {
-    child.kill('SIGKILL');
-    await exited;
-  }
 }

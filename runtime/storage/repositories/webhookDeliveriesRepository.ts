@@ -160,7 +160,7 @@ export async function findDeliveryRow(db: Knex, orgId: string, subscriptionId: s
 
 /** Makes a delivery due now again, whatever its state, and drops any lease on it. */
 export async function makeDeliveryDueNow(db: Knex, id: string, now: string): Promise<void> {
-  await db('webhook_deliveries').where({ id }).update({ status: 'pending', attempts: 0, next_attempt_at: now, lease_until: null, lease_token: null, updated_at: now });
+  await db('webhook_deliveries').where({ id }).update({ ...dueAgain(now), lease_until: null, lease_token: null });
 }
 
 /**
@@ -170,7 +170,7 @@ export async function makeDeliveryDueNow(db: Knex, id: string, now: string): Pro
 export async function requeueUndelivered(db: Knex, subscriptionId: string, since: string | null, now: string): Promise<number> {
   const query = notInFlight(db('webhook_deliveries').where({ subscription_id: subscriptionId }).whereIn('status', ['pending', 'failed', 'abandoned']), now);
   if (since !== null) query.where('created_at', '>=', since);
-  return query.update({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now });
+  return query.update(dueAgain(now));
 }
 
 /**
@@ -179,8 +179,11 @@ export async function requeueUndelivered(db: Knex, subscriptionId: string, since
  */
 export async function makeWaitingDueNow(db: Knex, subscriptionId: string, now: string): Promise<number> {
   return notInFlight(db('webhook_deliveries').where({ subscription_id: subscriptionId }).whereIn('status', DUE_STATUSES), now)
-    .update({ status: 'pending', attempts: 0, next_attempt_at: now, updated_at: now });
+    .update(dueAgain(now));
 }
+
+/** A delivery made due at `now` on a whole new retry schedule (its attempts counted from 0). */
+const dueAgain = (now: string) => ({ status: 'pending' as const, attempts: 0, next_attempt_at: now, updated_at: now });
 
 /**
  * Leaves out deliveries an engine holds a live lease on: an attempt under way stores its own

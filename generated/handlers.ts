@@ -26,6 +26,7 @@ import getIntegrationSubscription from '../handlers/getIntegrationSubscription';
 import deleteIntegrationSubscription from '../handlers/deleteIntegrationSubscription';
 import updateIntegrationSubscription from '../handlers/updateIntegrationSubscription';
 import rotateIntegrationSubscriptionSecret from '../handlers/rotateIntegrationSubscriptionSecret';
+import pingIntegrationSubscription from '../handlers/pingIntegrationSubscription';
 import listIntegrationSubscriptionDeliveries from '../handlers/listIntegrationSubscriptionDeliveries';
 import getIntegrationSubscriptionDelivery from '../handlers/getIntegrationSubscriptionDelivery';
 import retryIntegrationSubscriptionDelivery from '../handlers/retryIntegrationSubscriptionDelivery';
@@ -87,6 +88,7 @@ export const handlers: Record<OperationId, AnyHandler> = {
   deleteIntegrationSubscription: deleteIntegrationSubscription as AnyHandler,
   updateIntegrationSubscription: updateIntegrationSubscription as AnyHandler,
   rotateIntegrationSubscriptionSecret: rotateIntegrationSubscriptionSecret as AnyHandler,
+  pingIntegrationSubscription: pingIntegrationSubscription as AnyHandler,
   listIntegrationSubscriptionDeliveries: listIntegrationSubscriptionDeliveries as AnyHandler,
   getIntegrationSubscriptionDelivery: getIntegrationSubscriptionDelivery as AnyHandler,
   retryIntegrationSubscriptionDelivery: retryIntegrationSubscriptionDelivery as AnyHandler,

@@ -416,6 +416,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/integrations/{partner}/subscriptions/{id}/pings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test message
+         * @description Sends one signed `webhook.ping` message (declared under `webhooks`) to the subscription's target now, and answers what the target answered: a check of the receiver's address, its signature verification and its answer, without waiting for an event. It goes out whatever the subscription's status, so a receiver can be checked before a paused subscription is resumed or a disabled one is set `active` again. It is signed as every delivery is (with both secrets during a rotation), and the target is checked as at every delivery. It is not an event: the change feed never lists it, it is not retried and nothing of it is stored — it is not in the deliveries list, and its outcome neither counts as the subscription's last success nor disables it. The answer waits for the target, at most `WEBHOOK_TIMEOUT_SECONDS` (10 s by default); a target that does not answer 2xx is still a 200 here, with `succeeded: false`. With an Idempotency-Key, a retry replays the first answer and sends nothing.
+         */
+        post: operations["pingIntegrationSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/integrations/{partner}/subscriptions/{id}/deliveries": {
         parameters: {
             query?: never;
@@ -1471,6 +1496,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "webhook.ping": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test message
+         * @description Sent only when asked for (`POST /v1/integrations/{partner}/subscriptions/{id}/pings`), to check a receiver; signed as every delivery. Answer 2xx; a receiver that dispatches on `type` may simply acknowledge it.
+         */
+        post: operations["webhookPingWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -2168,6 +2213,36 @@ export interface components {
             nextAttemptAt: components["schemas"]["Timestamp"] | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
+        };
+        WebhookPingResult: {
+            /** @description The message's id, prefix `ping_`: its `webhook-id` and the `id` in its body. */
+            id: string;
+            /** @description Where it was sent: the subscription's target. */
+            targetUrl: string;
+            sentAt: components["schemas"]["Timestamp"];
+            /** @description From sending to the answer, or to the error. */
+            durationMs: number;
+            /** @description The target answered 2xx. */
+            succeeded: boolean;
+            /** @description HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed). */
+            responseStatus: number | null;
+            /** @description The first 200 characters of the answer's body (control characters shown as U+FFFD), or the error. */
+            responseExcerpt: string;
+        };
+        /** @description The body of a test message (`POST …/subscriptions/{id}/pings`). Not an event: it has no `sequence`, the feed never lists it and it is never retried. A receiver verifies it like any delivery and answers 2xx. */
+        WebhookPing: {
+            /** @description Prefix `ping_`; also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "webhook.ping";
+            timestamp: components["schemas"]["Timestamp"];
+            data: {
+                /** @description The subscription pinged (prefix `whs_`). */
+                subscriptionId: string;
+                partner: string;
+                /** @description The event types the subscription receives. */
+                eventTypes: components["schemas"]["EventType"][];
+            };
         };
         WebhookDeliveryAttempt: {
             /** @description The attempt's number in its retry schedule; a retry, a re-enabled subscription or a new target starts a new schedule at 1. */
@@ -4452,6 +4527,46 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["WebhookSubscriptionWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    pingIntegrationSubscription: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description Neutral path word of the integration partner: `workflow-automation` (a workflow-automation platform that calls actions and subscribes to triggers) or `webhooks` (a webhook delivery provider, triggers only). Another well-formed word answers 404. */
+                partner: components["parameters"]["Partner"];
+                /** @description The resource's server-generated identifier. */
+                id: components["parameters"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What the target answered to the ping. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookPingResult"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -8092,6 +8207,43 @@ export interface operations {
         responses: {
             200: components["responses"]["WebhookAccepted"];
             410: components["responses"]["WebhookGone"];
+        };
+    };
+    webhookPingWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description Unix seconds of this attempt; reject a message more than a few minutes old or new. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description Space-separated `v1,<base64>` signatures; one must match. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "ping_01jd3k2m9q4t7w1x5z6c0v2b8n",
+                 *       "type": "webhook.ping",
+                 *       "timestamp": "2026-11-22T04:19:50.123Z",
+                 *       "data": {
+                 *         "subscriptionId": "whs_3d5f7h9j1k2m4n6p8q0r2s4t",
+                 *         "partner": "workflow-automation",
+                 *         "eventTypes": [
+                 *           "issue.created"
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookPing"];
+            };
+        };
+        responses: {
+            200: components["responses"]["WebhookAccepted"];
         };
     };
 }

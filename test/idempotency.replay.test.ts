@@ -1,5 +1,5 @@
 import { describeEachDatabase, TestContext, Method } from './support/testApp';
-import { fixtureClient, fixtures, implementedWrites } from './support/writeFixtures';
+import { FIXTURE_ENV, fixtureClient, fixtures, implementedWrites } from './support/writeFixtures';
 
 // Every write operation with a real handler replays under the same Idempotency-Key: the same
 // status, body and Location with `Idempotent-Replayed: true`, and the database unchanged
@@ -50,4 +50,4 @@ describeEachDatabase('idempotent replay of every write operation', (t) => {
     });
     expect(await snapshot(t)).toEqual(before);
   });
-});
+}, FIXTURE_ENV);

@@ -1,5 +1,5 @@
 import { describeEachDatabase, anId, aTimestamp, Method, TestContext } from './support/testApp';
-import { fixtureClient, fixtures, implementedWrites, Read, WriteRequest } from './support/writeFixtures';
+import { FIXTURE_ENV, fixtureClient, fixtures, implementedWrites, Read, WriteRequest } from './support/writeFixtures';
 import type { EventType } from '../runtime/domain/eventTypes';
 import { createIssue } from '../runtime/domain/issues';
 
@@ -74,6 +74,7 @@ const expectedEvents: Record<string, ExpectedEvent[]> = {
   updateIntegrationSubscription: [],
   deleteIntegrationSubscription: [],
   rotateIntegrationSubscriptionSecret: [],
+  pingIntegrationSubscription: [],
   retryIntegrationSubscriptionDelivery: [],
   replayIntegrationSubscriptionEvents: [],
 };
@@ -151,7 +152,7 @@ describeEachDatabase('the events of every write operation', (t) => {
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect((await client.eventsAfter(end)).events).toEqual([]);
   });
-});
+}, FIXTURE_ENV);
 
 describeEachDatabase('which writes record no event, or another type', (t) => {
   const orgIdOf = async (name: string): Promise<string> => (await t.db.knex('organizations').where({ name }).first()).id;

@@ -19,3 +19,18 @@ export function signatureHeaders(eventId: string, body: string, secrets: readonl
     'webhook-signature': secrets.map((secret) => new Webhook(secret).sign(eventId, at, body)).join(' '),
   };
 }
+
+/**
+ * The secrets a message is signed with at `now`: the subscription's current one and, for
+ * PREVIOUS_SECRET_HOURS after a rotation (webhookSubscriptions.ts), the one it replaced.
+ */
+export function signingSecrets(
+  subscription: { secret: string; previous_secret: string | null; previous_secret_expires_at: string | null },
+  now: Date,
+): string[] {
+  const secrets = [subscription.secret];
+  if (subscription.previous_secret && subscription.previous_secret_expires_at && subscription.previous_secret_expires_at > now.toISOString()) {
+    secrets.push(subscription.previous_secret);
+  }
+  return secrets;
+}

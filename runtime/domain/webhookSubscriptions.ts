@@ -5,7 +5,8 @@ import { UniqueViolation } from '../storage/databaseErrors';
 import { newId } from '../ids';
 import { normalizeTimestamp, nowIso } from '../time';
 import { checkTarget } from './webhookTargets';
-import { newSigningSecret } from './webhookSigning';
+import { newSigningSecret, signatureHeaders, signingSecrets } from './webhookSigning';
+import { postWebhook } from './webhookSend';
 import { isKnownPartner } from './integrationCatalog';
 import { retentionCutoff } from './events';
 import { eventIdsInWindow } from '../storage/repositories/eventsRepository';
@@ -216,6 +217,46 @@ export async function rotateSubscriptionSecret(db: Knex, orgId: string, partner:
   };
   await updateSubscriptionRow(db, orgId, id, changes);
   return { ...toSubscription({ ...row, ...changes }), secret: changes.secret };
+}
+
+type PingResult = components['schemas']['WebhookPingResult'];
+type PingMessage = components['schemas']['WebhookPing'];
+
+/**
+ * Sends one signed `webhook.ping` to the subscription's target and answers what the target
+ * answered (the contract's `pingIntegrationSubscription`). Whatever the subscription's status:
+ * a receiver is checked before a paused one is resumed or a disabled one re-enabled. Nothing is
+ * stored and nothing is retried — it is not an event, and its outcome is the caller's to read,
+ * not the subscription's (no last success, never disables). `reads` is a handle outside any
+ * transaction: the answer is waited for, up to the delivery timeout, and no transaction may be
+ * held open across that (http/handler.ts, `prepare`).
+ */
+export async function pingSubscription(
+  reads: Knex, orgId: string, partner: string, id: string,
+  settings: { timeoutSeconds: number; allowPrivateTargets: boolean },
+): Promise<PingResult> {
+  const row = await subscriptionRow(reads, orgId, partner, id);
+  const sentAt = new Date();
+  const message: PingMessage = {
+    id: newId('ping'),
+    type: 'webhook.ping',
+    timestamp: sentAt.toISOString(),
+    data: { subscriptionId: row.id, partner: row.partner, eventTypes: toSubscription(row).eventTypes },
+  };
+  const body = JSON.stringify(message);
+  const outcome = await postWebhook(row.target_url, signatureHeaders(message.id, body, signingSecrets(row, sentAt), sentAt), body, {
+    timeoutMs: settings.timeoutSeconds * 1000,
+    allowPrivate: settings.allowPrivateTargets,
+  });
+  return {
+    id: message.id,
+    targetUrl: row.target_url,
+    sentAt: message.timestamp,
+    durationMs: Math.max(0, Date.now() - sentAt.getTime()),
+    succeeded: outcome.status !== null && outcome.status >= 200 && outcome.status < 300,
+    responseStatus: outcome.status,
+    responseExcerpt: outcome.excerpt,
+  };
 }
 
 export async function retryDelivery(db: Knex, orgId: string, partner: string, subscriptionId: string, deliveryId: string): Promise<WebhookDelivery> {

@@ -48,14 +48,18 @@ export interface HandlerInput<Id extends OperationId> {
   config: Config;
 }
 
-/** What a write's `prepare` step gets: the request without a database. */
-export type PrepareInput<Id extends OperationId> = Omit<HandlerInput<Id>, 'db'>;
+/**
+ * What a write's `prepare` step gets: the request without its transaction, and `reads`, a handle
+ * that reads committed data outside any transaction (storage/committedReads.ts) — for what the
+ * step needs to know before it waits on the network, never for a write.
+ */
+export type PrepareInput<Id extends OperationId> = Omit<HandlerInput<Id>, 'db'> & { reads: Knex };
 
 export type Handler<Id extends OperationId, P = undefined> = (input: HandlerInput<Id> & { prepared: P }) => Promise<OperationReply<Op<Id>>>;
 
 export interface HandlerOptions<Id extends OperationId, P> {
   /**
-   * Writes only: work that waits on the network (a DNS lookup) and must therefore run before
+   * Writes only: work that waits on the network (a DNS lookup, a webhook target's answer) and must therefore run before
    * the write's transaction begins, never inside it — a transaction held open across a lookup
    * holds, on SQLite, the process's shared write batch and the database's write lock, so every
    * other write would wait for the lookup. It runs after the Idempotency-Key's claim (a replay

@@ -14,6 +14,7 @@ import { readJsonBody } from './jsonBody';
 import { validateOrThrow, validateQueryOrThrow } from './validation';
 import { bindCursor, unbindCursor } from './cursorBinding';
 import { contextOf } from './requestContext';
+import { committedReads } from '../storage/committedReads';
 
 export interface PipelineDeps {
   db: Knex;
@@ -79,7 +80,7 @@ export async function runOperation(
   const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.keyId, key: idempotencyKey, fingerprint: requestFingerprint };
   // a handler's `prepare` (http/handler.ts) runs outside the transaction, before it begins
   let prepared: unknown;
-  const prepare = handler.prepare && (async () => { prepared = await handler.prepare!(input); });
+  const prepare = handler.prepare && (async () => { prepared = await handler.prepare!({ ...input, reads: committedReads(deps.db) }); });
   const { reply, replayed } = await runWrite(deps.db, deps.idempotency, { orgId: principal.orgId, requestId: context.requestId, keyed }, (trx) => handler({ ...input, db: trx, prepared }), prepare);
   if (replayed) res.set('Idempotent-Replayed', 'true');
   send(res, reply);

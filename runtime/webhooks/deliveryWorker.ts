@@ -8,8 +8,8 @@ import { toEvent } from '../storage/repositories/eventsRepository';
 import { anyDeliveryDue, ClaimedDelivery, finishAttempt, insertDeliveryAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
 import { claimDueDeliveries } from './deliveryClaims';
 import { currentTargetOf, disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
-import { AttemptOutcome, postWebhook } from './send';
-import { signatureHeaders } from '../domain/webhookSigning';
+import { AttemptOutcome, postWebhook } from '../domain/webhookSend';
+import { signatureHeaders, signingSecrets } from '../domain/webhookSigning';
 import { metrics } from '../observability/metrics';
 
 /**
@@ -150,11 +150,7 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
   const { delivery, subscription } = item;
   const body = JSON.stringify(toDeliveredEvent(toEvent(item.event)));
   const now = new Date();
-  const secrets = [subscription.secret];
-  if (subscription.previous_secret && subscription.previous_secret_expires_at && subscription.previous_secret_expires_at > now.toISOString()) {
-    secrets.push(subscription.previous_secret);
-  }
-  const outcome = await postWebhook(subscription.target_url, signatureHeaders(item.event.id, body, secrets, now), body, {
+  const outcome = await postWebhook(subscription.target_url, signatureHeaders(item.event.id, body, signingSecrets(subscription, now), now), body, {
     timeoutMs: settings.webhookTimeoutSeconds * 1000,
     allowPrivate: settings.webhookAllowPrivateTargets,
   });

@@ -41,6 +41,12 @@ export function fixtureClient(t: TestContext, auth: string) {
 
 // Webhook targets: a public address literal, so that subscribing needs no DNS (nothing is sent: no worker runs here).
 const HOOKS = 'https://93.184.215.14/hooks';
+// …but a ping is sent at once: its subscription's target is a local port where nothing listens
+// (refused at once, and nothing leaves the machine), which the suites allow with FIXTURE_ENV.
+const NOBODY_LISTENING = 'http://127.0.0.1:1/hooks';
+
+/** The settings of the suites that run the fixtures: the ping's local target is allowed. */
+export const FIXTURE_ENV: NodeJS.ProcessEnv = { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' };
 const subscriptions = '/v1/integrations/webhooks/subscriptions';
 
 /** Per operationId: prepares what the request needs and answers the request to replay. */
@@ -117,6 +123,9 @@ export const fixtures: Record<string, (create: Create, read: Read) => Promise<Wr
   deleteIntegrationSubscription: async (create) => ({ path: `${subscriptions}/${await create(subscriptions, { targetUrl: `${HOOKS}/delete`, eventTypes: ['site.deleted'] })}` }),
   rotateIntegrationSubscriptionSecret: async (create) => ({
     path: `${subscriptions}/${await create(subscriptions, { targetUrl: `${HOOKS}/rotate`, triggerKey: 'checkin.created' })}/rotate-secret`,
+  }),
+  pingIntegrationSubscription: async (create) => ({
+    path: `${subscriptions}/${await create(subscriptions, { targetUrl: `${NOBODY_LISTENING}/ping`, triggerKey: 'checkin.created' })}/pings`,
   }),
   retryIntegrationSubscriptionDelivery: async (create, read) => {
     const subscriptionId = await create(subscriptions, { targetUrl: `${HOOKS}/retry`, triggerKey: 'checkin.created' });

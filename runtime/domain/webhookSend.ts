@@ -1,6 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import { checkLiteralHost, safeLookup, TargetNotAllowedError } from '../domain/webhookTargets';
+import { checkLiteralHost, safeLookup, TargetNotAllowedError } from './webhookTargets';
 
 export interface AttemptOutcome {
   /** The answer's status, or null when there was none (timeout, refused, not allowed). */

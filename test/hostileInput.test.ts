@@ -1,11 +1,15 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describeEachDatabase, anError } from './support/testApp';
+import { bindCursor } from '../runtime/http/cursorBinding';
+import type { OperationId } from '../generated/operations';
 
 const reading = (over: Record<string, unknown> = {}) => ({
   provider: 'acme', sensorExternalId: 's-1', siteId: 'site_hostile', metric: 'temperature_c', value: 1, unit: 'C', occurredAt: '2026-11-22T09:00:00Z', ...over,
 });
-const cursorOf = (values: unknown) => Buffer.from(JSON.stringify(values)).toString('base64url');
+/** A cursor holding `values`, bound to `operationId` and its filters as the API binds the cursors it answers (http/cursorBinding.ts). */
+const cursorOf = (values: unknown, operationId: OperationId, filters: Record<string, string> = {}) =>
+  bindCursor(operationId, filters, Buffer.from(JSON.stringify(values)).toString('base64url'));
 
 // Inputs that pass a naive reading of the contract but that no column can hold, or that the
 // libraries underneath mishandle: each must be a clear 400, never a 500 (found in review).
@@ -60,19 +64,19 @@ describeEachDatabase('hostile input', (t) => {
     ['a negative sequence', [-1]],
     ['the wrong length', [1, 2]],
   ])('a tampered cursor: %s', async (_name, values) => {
-    const res = await t.http.get(`/v1/users?cursor=${cursorOf(values)}`).set('Authorization', t.auth).expect(400);
+    const res = await t.http.get(`/v1/users?cursor=${cursorOf(values, 'listUsers')}`).set('Authorization', t.auth).expect(400);
     expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] }));
   });
 
   it('a tampered two-part cursor (sensor readings) and an integration catalogue cursor', async () => {
-    await t.http.get(`/v1/sensor-readings?cursor=${cursorOf(['2026', 'y'])}`).set('Authorization', t.auth).expect(400);
-    await t.http.get(`/v1/sensor-readings?cursor=${cursorOf([1, 2])}`).set('Authorization', t.auth).expect(400);
-    await t.http.get(`/v1/integrations/workflow-automation/actions?cursor=${cursorOf([7])}`).set('Authorization', t.auth).expect(400);
+    await t.http.get(`/v1/sensor-readings?cursor=${cursorOf(['2026', 'y'], 'listSensorReadings')}`).set('Authorization', t.auth).expect(400);
+    await t.http.get(`/v1/sensor-readings?cursor=${cursorOf([1, 2], 'listSensorReadings')}`).set('Authorization', t.auth).expect(400);
+    await t.http.get(`/v1/integrations/workflow-automation/actions?cursor=${cursorOf([7], 'listIntegrationActions')}`).set('Authorization', t.auth).expect(400);
   });
 
   it('U+0000 and unpaired surrogates inside a cursor (Postgres refuses them in a query: a 500 before)', async () => {
     for (const values of [['a\u0000', 1], ['\u0000', 55], ['\ud800', 3]]) {
-      const res = await t.http.get(`/v1/sensor-readings?cursor=${cursorOf(values)}`).set('Authorization', t.auth).expect(400);
+      const res = await t.http.get(`/v1/sensor-readings?cursor=${cursorOf(values, 'listSensorReadings')}`).set('Authorization', t.auth).expect(400);
       expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] }));
     }
   });
@@ -196,6 +200,13 @@ describeEachDatabase('hostile input: calendar cursor', (t) => {
     const sites = (await t.http.get('/v1/sites?limit=1').set('Authorization', t.auth).expect(200)).body;
     expect((await t.http.get(`/v1/checkins?limit=1&cursor=${sites.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);
     expect((await t.http.get(`/v1/sites?limit=2&cursor=${sites.nextCursor}`).set('Authorization', t.auth).expect(200)).body.data).toHaveLength(2);
+    // without its digest a cursor is no cursor this API answered (cut short, or made by hand): refused
+    // everywhere, its own list included, never taken as a position in whatever list it is given to
+    const unissued = anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] });
+    const cutShort = sites.nextCursor.slice(0, sites.nextCursor.lastIndexOf('.'));
+    for (const url of [`/v1/checkins?limit=1&cursor=${cutShort}`, `/v1/sites?limit=1&cursor=${cutShort}`, '/v1/assets?cursor=WzVd']) {
+      expect((await t.http.get(url).set('Authorization', t.auth).expect(400)).body).toEqual(unissued);
+    }
 
     const filtered = (await t.http.get('/v1/checkins?limit=1&status=pre_checkin').set('Authorization', t.auth).expect(200)).body;
     expect((await t.http.get(`/v1/checkins?limit=1&status=active&cursor=${filtered.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);
@@ -215,7 +226,7 @@ describeEachDatabase('hostile input: calendar cursor', (t) => {
   it('a tampered occurrence cursor', async () => {
     const window = 'from=2026-11-01T00:00:00Z&to=2026-11-30T00:00:00Z';
     for (const values of [['not a time', 'sch_x'], [1, 'sch_x'], ['2026-11-01T00:00:00.000Z']]) {
-      const res = await t.http.get(`/v1/calendar/occurrences?${window}&cursor=${cursorOf(values)}`).set('Authorization', t.auth).expect(400);
+      const res = await t.http.get(`/v1/calendar/occurrences?${window}&cursor=${cursorOf(values, 'listCalendarOccurrences', { from: '2026-11-01T00:00:00Z', to: '2026-11-30T00:00:00Z' })}`).set('Authorization', t.auth).expect(400);
       expect(res.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'is not a cursor issued by this API' }] }));
     }
   });

@@ -9,11 +9,16 @@ import type { OperationId } from '../../generated/operations';
  * carries, after a dot, a digest of the operation and its filters (every query parameter but
  * `cursor` and `limit`, as sent); a cursor passed back is checked against the request's own
  * and refused when they differ. `limit` may change from page to page. A cursor without the
- * digest (issued before it existed) is taken as it is.
+ * digest was not answered by this API (a hand-made one, or one cut short): refused too, never
+ * taken as a position in whatever list it is given to. The digest guards against mistakes, not
+ * forgery: a cursor only ever reaches the caller's own organization's data.
  */
 export function unbindCursor(operationId: OperationId, query: Record<string, unknown>, cursor: string): string {
   const dot = cursor.lastIndexOf('.');
-  if (dot < 0) return cursor;
+  if (dot < 0) {
+    const detail = { path: '/query/cursor', message: 'is not a cursor issued by this API' };
+    throw new ApiError('VALIDATION_ERROR', `${detail.path} ${detail.message}`, [detail]);
+  }
   if (cursor.slice(dot + 1) !== digestOf(operationId, query)) {
     const detail = { path: '/query/cursor', message: 'was issued for another list or other filters: pass it back to the same operation with the same filters' };
     throw new ApiError('VALIDATION_ERROR', `${detail.path} ${detail.message}`, [detail]);

@@ -109,6 +109,14 @@ describeEachDatabase('the change feed', (t) => {
     expect(unknown.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/types', message: expect.stringContaining('unknown event type checkin.exploded') }] }));
     const malformed = await t.http.get('/v1/events?after=garbage').set('Authorization', auth).expect(400);
     expect(malformed.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/after', message: 'is not a cursor issued by this API' }] }));
+    // a cursor's time decides its 410: one that is no time the server writes, or lies in the future,
+    // would pass that check and walk on past purged events
+    for (const occurredAt of ['not-a-date', '9999-12-31T23:59:59.999Z', new Date(Date.now() + 3_600_000).toISOString(), '2026-11-25']) {
+      const forged = await t.http.get(`/v1/events?after=${encodeFeedCursor({ seq: 0, occurredAt })}`).set('Authorization', auth).expect(400);
+      expect(forged.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/after', message: 'is not a cursor issued by this API' }] }));
+    }
+    // within the clocks' skew a cursor from a host whose clock runs ahead is still taken
+    await t.http.get(`/v1/events?after=${encodeFeedCursor({ seq: 0, occurredAt: new Date(Date.now() + 60_000).toISOString() })}`).set('Authorization', auth).expect(200);
   });
 
   it('resumes after an event known by its id (afterEvent): what a webhook receiver knows after an outage', async () => {

@@ -245,10 +245,24 @@ async function positionOfEvent(reads: Knex, orgId: string, id: string, retention
   throw validationError(`afterEvent names no event of this organization: ${id}`, [{ path: '/query/afterEvent', message: 'is not the id of an event of this organization' }]);
 }
 
-function decodeFeedCursorOrThrow(cursor: string) {
+/** The time a feed cursor carries, as the server writes it (an event's occurredAt, or the read's time). */
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/**
+ * A cursor passed as `after`. Its time decides the 410 of a cursor older than the retention, so
+ * one whose time is not a time the server writes, or lies ahead of now by more than the clocks'
+ * skew, is refused: taken as it is, it would pass that check and walk on past purged events.
+ */
+function decodeFeedCursorOrThrow(cursor: string): FeedPosition {
+  let position: FeedPosition | undefined;
   try {
-    return decodeFeedCursor(cursor);
+    position = decodeFeedCursor(cursor);
   } catch {
+    // refused below
+  }
+  const at = position && CURSOR_TIME.test(position.occurredAt) ? Date.parse(position.occurredAt) : NaN;
+  if (!position || Number.isNaN(at) || at > Date.now() + END_CURSOR_ALLOWANCE_MS) {
     throw validationError('after is malformed: pass the nextCursor of the previous page unchanged', [{ path: '/query/after', message: 'is not a cursor issued by this API' }]);
   }
+  return position;
 }

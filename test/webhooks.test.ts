@@ -601,11 +601,14 @@ describeEachDatabase('webhook targets (WEBHOOK_ALLOW_PRIVATE_TARGETS off)', (t: 
 
   it('refuses http, loopback, private, link-local and other non-public targets at subscribe time', async () => {
     await refuse('http://93.184.215.14/hook');
-    for (const host of ['127.0.0.1', 'localhost', '10.1.2.3', '192.168.1.10', '172.16.0.1', '169.254.169.254', '[::1]', '[fd00::1]', '[::ffff:127.0.0.1]', '100.64.0.1', '0.0.0.0']) {
+    for (const host of ['127.0.0.1', 'localhost', '10.1.2.3', '192.168.1.10', '172.16.0.1', '169.254.169.254', '[::1]', '[fd00::1]', '[::ffff:127.0.0.1]', '100.64.0.1', '0.0.0.0',
+      // IPv6 outside global unicast: IPv4-compatible (deprecated; ::127.0.0.1 is loopback's), and unallocated space
+      '[::127.0.0.1]', '[::7f00:1]', '[::10.0.0.1]', '[4000::1]', '[100::1]']) {
       await refuse(`https://${host}/hook`);
     }
-    // a public address is accepted
+    // a public address is accepted, IPv4 or IPv6
     await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: 'https://93.184.215.14/hook', triggerKey: 'checkin.created' }).expect(201);
+    await t.http.post(HOOKS).set('Authorization', t.auth).send({ targetUrl: 'https://[2606:2800:220:1:248:1893:25c8:1946]/hook', triggerKey: 'checkin.created' }).expect(201);
   });
 
   it('resolves the target before the write transaction begins: other writes are answered while the lookup waits', async () => {

@@ -11,10 +11,18 @@ import { ApiError } from '../errors';
  * WEBHOOK_ALLOW_PRIVATE_TARGETS=true lifts both checks (local development, tests).
  */
 
-/** ipaddr.js classifies every reserved, private, loopback, link-local, CGNAT, multicast and tunnel range; only `unicast` is the public internet. */
+/**
+ * ipaddr.js classifies every reserved, private, loopback, link-local, CGNAT, multicast and tunnel
+ * range; only `unicast` is the public internet. It leaves some IPv6 ranges `unicast` that are
+ * not: the deprecated IPv4-compatible addresses (`::a.b.c.d`, as in `::127.0.0.1`) and the rest
+ * of the space IANA has not allocated. So an IPv6 address must also be in 2000::/3, the only
+ * range assigned for global unicast (IPv4-mapped ones are checked as the IPv4 address they hold).
+ */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
-  return ipaddr.process(address).range() === 'unicast';
+  const parsed = ipaddr.process(address);
+  if (parsed.range() !== 'unicast') return false;
+  return parsed.kind() === 'ipv4' || (parsed as ipaddr.IPv6).parts[0] >> 13 === 0b001;
 }
 
 export const targetNotAllowed = (message: string) =>

@@ -86,7 +86,7 @@ export const DEFAULT_DATABASE_URL = `sqlite:${path.join('data', 'fieldops.sqlite
 /** Reads and validates the configuration; a bad value throws one line naming the variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return checkedTogether({
-    production: env.NODE_ENV === 'production',
+    production: nodeEnv(env) === 'production',
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: nonEmpty(env, 'HOST', '127.0.0.1'),
     databaseUrl: databaseUrl(env),
@@ -108,7 +108,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutSeconds: integer(env, 'SHUTDOWN_TIMEOUT_SECONDS', 25, 1, 3600),
     requestTimeoutSeconds: integer(env, 'REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
     webConcurrency: integer(env, 'WEB_CONCURRENCY', 1, 1, 256),
-    metricsToken: raw(env, 'METRICS_TOKEN'),
+    metricsToken: metricsToken(env),
     workerPort: optionalInteger(env, 'WORKER_PORT', 0, 65535),
   });
 }
@@ -185,15 +185,47 @@ function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, fallback:
   return value as T;
 }
 
+/**
+ * NODE_ENV: `production` turns on the production rules (Config.production); unset, `development`
+ * and `test` are development. Anything else is refused: a misspelling (`Production`, `prod`)
+ * would otherwise turn those rules off without a word.
+ */
+function nodeEnv(env: NodeJS.ProcessEnv): string | undefined {
+  const value = env.NODE_ENV;
+  if (value === undefined || value === '' || ['production', 'development', 'test'].includes(value)) return value;
+  throw new ConfigError(`NODE_ENV=${JSON.stringify(value)} is invalid: expected production, development or test (or unset, which is development)`);
+}
+
+/**
+ * METRICS_TOKEN: unset leaves /metrics open (a scraper inside the network); set, it is required.
+ * Set but blank — a deployment template whose secret was missing — is refused rather than
+ * leaving /metrics open without a word.
+ */
+function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.METRICS_TOKEN !== undefined && env.METRICS_TOKEN.trim() === '') {
+    throw new ConfigError('METRICS_TOKEN is set but blank: give it a token, or leave it unset to serve /metrics without one');
+  }
+  return raw(env, 'METRICS_TOKEN');
+}
+
+/**
+ * A connection URL as it may be shown (an error on stderr, a CLI's note): the password of its
+ * user part, and a `password=` parameter, replaced by `***` — also in a value too malformed to
+ * parse, since a typo in the scheme is the commonest mistake.
+ */
+export function withoutPassword(url: string): string {
+  return url.replace(/(\/\/[^:@/\s]*:)[^@\s]*@/, '$1***@').replace(/([?&]password=)[^&]*/gi, '$1***');
+}
+
 function databaseUrl(env: NodeJS.ProcessEnv): string {
   // in production a forgotten (or misspelled) DATABASE_URL must not start a server on a new,
   // empty SQLite file with a new first key
-  if (raw(env, 'DATABASE_URL') === undefined && env.NODE_ENV === 'production') {
+  if (raw(env, 'DATABASE_URL') === undefined && nodeEnv(env) === 'production') {
     throw new ConfigError('DATABASE_URL is required when NODE_ENV=production (the default, a SQLite file in ./data, is for development)');
   }
   const value = raw(env, 'DATABASE_URL') ?? DEFAULT_DATABASE_URL;
   if (!/^(sqlite:|postgres:\/\/|postgresql:\/\/)/.test(value)) {
-    throw new ConfigError(`DATABASE_URL=${JSON.stringify(value)} is invalid: expected sqlite:path/to/file.sqlite, sqlite:///absolute/path.sqlite or postgres://user@host:port/database`);
+    throw new ConfigError(`DATABASE_URL=${JSON.stringify(withoutPassword(value))} is invalid: expected sqlite:path/to/file.sqlite, sqlite:///absolute/path.sqlite or postgres://user@host:port/database`);
   }
   return value;
 }
@@ -213,7 +245,7 @@ function origins(env: NodeJS.ProcessEnv): string[] {
 function redisUrl(env: NodeJS.ProcessEnv): string | undefined {
   const value = raw(env, 'REDIS_URL');
   if (value !== undefined && !/^rediss?:\/\/[^\s]+$/.test(value)) {
-    throw new ConfigError(`REDIS_URL=${JSON.stringify(value)} is invalid: expected redis://host:6379 or rediss://…`);
+    throw new ConfigError(`REDIS_URL=${JSON.stringify(withoutPassword(value))} is invalid: expected redis://host:6379 or rediss://…`);
   }
   return value;
 }

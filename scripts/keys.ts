@@ -9,7 +9,7 @@
  *
  * `create` and `roll` print the secret as the last line of stdout; it is never shown again.
  */
-import { configOrExit } from '../runtime/config';
+import { configOrExit, withoutPassword } from '../runtime/config';
 import { openDatabase } from '../runtime/storage/database';
 import { schemaBehind } from '../runtime/storage/migrate';
 import { ALL_SCOPES, createApiKey, listApiKeys, revokeApiKey, rollApiKey, UnknownKeyError, UnknownScopeError } from '../runtime/auth/apiKeys';
@@ -101,11 +101,6 @@ async function main(args: string[]): Promise<void> {
   } finally {
     await database.close();
   }
-}
-
-/** DATABASE_URL as the operator may see it on a terminal: a password in it is replaced by `***`. */
-function withoutPassword(url: string): string {
-  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]+:)[^@]*@/, '$1***@');
 }
 
 /** `active`, `active expires=…`, `EXPIRED=…` or `REVOKED=…`. */

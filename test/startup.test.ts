@@ -41,12 +41,28 @@ describe('configuration', () => {
     ['TRUST_PROXY', 'everyone', 'TRUST_PROXY contains "everyone"'],
     ['WEB_CONCURRENCY', '0', 'WEB_CONCURRENCY="0" is invalid: expected a whole number from 1 to 256'],
     ['NODE_ENV', 'production', 'DATABASE_URL is required when NODE_ENV=production (the default, a SQLite file in ./data, is for development)'],
+    // a misspelling would turn the production rules off without a word
+    ['NODE_ENV', 'Production', 'NODE_ENV="Production" is invalid: expected production, development or test (or unset, which is development)'],
+    ['NODE_ENV', 'prod', 'NODE_ENV="prod" is invalid'],
+    // set but blank would leave /metrics open without a word
+    ['METRICS_TOKEN', ' ', 'METRICS_TOKEN is set but blank: give it a token, or leave it unset to serve /metrics without one'],
+    ['METRICS_TOKEN', '', 'METRICS_TOKEN is set but blank'],
+    // a password in a URL is never shown, also in a value too malformed to parse
+    ['DATABASE_URL', 'mysql://app:S3cret@db.internal/fieldops', 'DATABASE_URL="mysql://app:***@db.internal/fieldops" is invalid'],
+    ['DATABASE_URL', 'postgress://app@db/fieldops?password=S3cret', 'DATABASE_URL="postgress://app@db/fieldops?password=***" is invalid'],
+    ['REDIS_URL', 'redis//:S3cret@10.0.0.1:6379', 'REDIS_URL="redis//:***@10.0.0.1:6379" is invalid'],
     // valid alone, not together with the rest
     ['RATE_LIMIT_STORE', 'redis', 'RATE_LIMIT_STORE=redis needs REDIS_URL'],
     ['RATE_LIMIT_STORE', 'postgres', 'RATE_LIMIT_STORE=postgres needs a Postgres DATABASE_URL'],
   ])('%s=%s is refused with a line naming it', (name, value, message) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);
+    expect(() => loadConfig({ [name]: value })).not.toThrow('S3cret');
+  });
+
+  it('takes NODE_ENV production, development, test or unset', () => {
+    expect(loadConfig({ NODE_ENV: 'production', DATABASE_URL: 'postgres://db/fieldops' }).production).toBe(true);
+    for (const value of ['development', 'test', '', undefined]) expect(loadConfig({ NODE_ENV: value }).production).toBe(false);
   });
 });
 

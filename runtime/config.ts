@@ -44,6 +44,11 @@ export interface Config {
   shutdownTimeoutSeconds: number;
   /** How long a request's headers and body may take to arrive (runtime/http/httpServer.ts). */
   requestTimeoutSeconds: number;
+  /**
+   * Postgres: how long the server and the delivery engine wait for the answer to one statement
+   * before they give its connection up (storage/database.ts); not the migrations'.
+   */
+  databaseQueryTimeoutSeconds: number;
   /** Worker processes serving one port (node's cluster module); 1 serves from the main process. */
   webConcurrency: number;
   /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
@@ -107,6 +112,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: trustProxy(env),
     shutdownTimeoutSeconds: integer(env, 'SHUTDOWN_TIMEOUT_SECONDS', 25, 1, 3600),
     requestTimeoutSeconds: integer(env, 'REQUEST_TIMEOUT_SECONDS', 30, 1, 3600),
+    databaseQueryTimeoutSeconds: integer(env, 'DATABASE_QUERY_TIMEOUT_SECONDS', 15, 1, 3600),
     webConcurrency: integer(env, 'WEB_CONCURRENCY', 1, 1, 256),
     metricsToken: metricsToken(env),
     workerPort: optionalInteger(env, 'WORKER_PORT', 0, 65535),

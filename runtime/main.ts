@@ -66,7 +66,9 @@ async function prepareDatabase(config: Config): Promise<(port: number | undefine
 
 /** Serves the API in this process until SIGTERM/SIGINT, then drains and exits. */
 async function serve(config: Config, logger: Logger, announce?: (port: number | undefined) => void): Promise<void> {
-  const database = openDatabase(config.databaseUrl);
+  // a statement unanswered for DATABASE_QUERY_TIMEOUT_SECONDS gives its connection up (prepareDatabase's
+  // handle, which migrates, has no such bound)
+  const database = openDatabase(config.databaseUrl, { queryTimeoutMs: config.databaseQueryTimeoutSeconds * 1000 });
   const { app, ready, close } = createApp(config, { db: database.knex, logger });
   await ready();
 

@@ -181,6 +181,47 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     }
   }, 40_000);
 
+  it('a partition in mid-use (the network passes nothing and closes nothing): each request answers 503 within DATABASE_QUERY_TIMEOUT_SECONDS, never hangs, and the server recovers by itself', async () => {
+    // TCP acknowledges what the proxy buffers, so neither keepalive nor the connect timeout sees
+    // anything wrong: only the statement's own timeout gives the connection up (storage/database.ts)
+    const target = new URL(db.url);
+    const frozen = await CuttableProxy.start(target.hostname, Number(target.port || 5432));
+    const via = new URL(db.url);
+    via.host = `127.0.0.1:${frozen.port}`;
+    const stalled = await startServerProcess({ databaseUrl: via.toString(), env: { DATABASE_QUERY_TIMEOUT_SECONDS: '1' } });
+    const send = (method: string, path: string, body?: object, key?: string) =>
+      fetch(`${stalled.baseUrl}${path}`, {
+        method,
+        headers: { Authorization: auth, 'Content-Type': 'application/json', ...(key ? { 'Idempotency-Key': key } : {}) },
+        body: body && JSON.stringify(body),
+        signal: AbortSignal.timeout(15_000),
+      });
+    try {
+      // connections open and pooled: the pool's, and the one the key lookups share
+      for (let i = 0; i < 3; i++) expect((await send('GET', '/v1/sites')).status).toBe(200);
+      frozen.freeze();
+      for (const request of [() => send('GET', '/v1/sites'), () => send('POST', '/v1/sites', { name: 'Partitioned' }, 'partitioned-write'), () => send('GET', '/v1/sites')]) {
+        const startedAt = Date.now();
+        const res = await request();
+        expect({ status: res.status, retryAfter: res.headers.get('retry-after'), code: ((await res.json()) as { code: string }).code }).toEqual({ status: 503, retryAfter: '5', code: 'SERVICE_UNAVAILABLE' });
+        expect(Date.now() - startedAt).toBeLessThan(5000);
+      }
+      await frozen.restore();
+      let status = 0;
+      for (let i = 0; i < 50 && status !== 201; i++) {
+        status = (await send('POST', '/v1/sites', { name: 'Partitioned' }, 'partitioned-write')).status;
+        if (status !== 201) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(status).toBe(201);
+      const [{ n }] = await db.knex('sites').where({ name: 'Partitioned' }).count({ n: '*' });
+      expect(Number(n)).toBe(1);
+      expect(stalled.output()).not.toMatch(/"level":50/);
+    } finally {
+      await stalled.stop();
+      await frozen.close();
+    }
+  }, 60_000);
+
   it('a statement the database gives up on (statement_timeout set in DATABASE_URL, a table locked meanwhile) answers 503 with Retry-After, not 500', async () => {
     const url = new URL(db.url);
     url.searchParams.set('options', `${url.searchParams.get('options') ?? ''} -c statement_timeout=300`.trim());

@@ -16,7 +16,7 @@ describe('configuration', () => {
       eventsRetentionDays: 30, webhookWorker: true, webhookTimeoutSeconds: 10, webhookAllowPrivateTargets: false, webhookLeaseSeconds: 60,
       webhookRetrySchedule: [0, 5, 300, 1800, 7200, 18000, 36000, 36000, 36000, 36000, 36000, 36000],
       rateLimit: { perMinute: 600, ingestBatchesPerMinute: 60, authFailuresPerMinute: 30, store: 'auto', keyPrefix: 'fop' },
-      redisUrl: undefined, trustProxy: false, shutdownTimeoutSeconds: 25, requestTimeoutSeconds: 30, webConcurrency: 1, metricsToken: undefined, workerPort: undefined,
+      redisUrl: undefined, trustProxy: false, shutdownTimeoutSeconds: 25, requestTimeoutSeconds: 30, databaseQueryTimeoutSeconds: 15, webConcurrency: 1, metricsToken: undefined, workerPort: undefined,
     });
   });
 

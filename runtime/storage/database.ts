@@ -22,6 +22,11 @@ export interface DatabaseOptions {
   schema?: string;
   /** Postgres only: pool size (default 10). */
   poolMax?: number;
+  /**
+   * Postgres only: how long a statement may go unanswered before its connection is given up
+   * (node-postgres' `query_timeout`; none by default). See openDatabase.
+   */
+  queryTimeoutMs?: number;
 }
 
 /**
@@ -80,10 +85,20 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
   // `pipeline`: a query is written while earlier ones are unanswered, which the write
   // transactions use (storage/pgPipeline.ts); everything else still waits for each answer.
   // `types`: 64-bit integers (`seq`, counts) read as numbers, as SQLite gives them (parseInt8)
+  // `query_timeout` (the server's and the engine's handles: DATABASE_QUERY_TIMEOUT_SECONDS): a
+  // connection whose peer stops answering without closing anything — a network partition, a
+  // frozen proxy — is acknowledged by TCP and never noticed by keepalive, and every statement sent
+  // on it (and, pipelined, every one behind it) would wait for ever. node-postgres fails the
+  // statement after the timeout and, its statements being pipelined, destroys the connection, so
+  // the pool opens a new one; the request answers 503 (databaseErrors.ts). Migrations run on a
+  // handle without it: an index build may rightly take long.
   const db = knex({
     client: 'pg',
     log: KNEX_LOG,
-    connection: { connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true, pipeline: true, types: { getTypeParser: pgTypeParser } } as Knex.PgConnectionConfig,
+    connection: {
+      connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true, pipeline: true, types: { getTypeParser: pgTypeParser },
+      ...(options.queryTimeoutMs ? { query_timeout: options.queryTimeoutMs } : {}),
+    } as Knex.PgConnectionConfig,
     searchPath: options.schema ? [options.schema] : undefined,
     acquireConnectionTimeout: 1500,
     pool: { min: 0, max: options.poolMax ?? 10 },

@@ -48,9 +48,10 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   if (e.code && NETWORK_CODES.has(e.code)) return true;
   // SQLSTATE class 08 (connection exception), 57P01–57P03 (shutdown, cannot connect now), 53300 (too many connections)
   if (e.code && /^(08...|57P0[123]|53300)$/.test(e.code)) return true;
-  // node-postgres reports a dropped connection by message only, and a connection attempt that got
-  // no answer within connectionTimeoutMillis (a host that accepts and hangs) as "timeout expired"
-  return typeof e.message === 'string' && /Connection terminated|connection timeout|Client has encountered a connection error|Connection is closed|Connection ended unexpectedly|^timeout expired$/i.test(e.message);
+  // node-postgres reports a dropped connection by message only, a connection attempt that got
+  // no answer within connectionTimeoutMillis (a host that accepts and hangs) as "timeout expired",
+  // and a statement unanswered within query_timeout (storage/database.ts) as "Query read timeout"
+  return typeof e.message === 'string' && /Connection terminated|connection timeout|Client has encountered a connection error|Connection is closed|Connection ended unexpectedly|^timeout expired$|^Query read timeout$/i.test(e.message);
 }
 
 /**

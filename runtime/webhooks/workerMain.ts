@@ -18,7 +18,7 @@ import { EnginePhase, listenForProbes, ProbeServer } from './probeServer';
 async function main(): Promise<void> {
   const config = configOrExit();
   const logger = pino({ level: config.logLevel });
-  const database = openDatabase(config.databaseUrl);
+  const database = openDatabase(config.databaseUrl, { queryTimeoutMs: config.databaseQueryTimeoutSeconds * 1000 });
   observeDatabasePool(database.knex); // this process's pool on its /metrics, as the API server's on its own
   let phase: EnginePhase = 'waiting';
   const probes = config.workerPort === undefined ? undefined : await listenOrExit(config, config.workerPort, database, logger, () => phase);

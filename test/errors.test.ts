@@ -140,6 +140,24 @@ describeEachDatabase('errors', (t) => {
     })]);
     expect(lines.join('')).not.toContain(t.auth.slice('Bearer '.length));
   });
+
+  it('logs the error answer\'s code, and what a proxy in front called the request (its X-Request-Id, the traceparent\'s trace id) beside the server\'s own id', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+    const app = createApp(loadConfig(TEST_ENV), { db: t.db.knex, logger: pino({ level: 'info' }, sink), purgeIntervalMs: 0 });
+    const http = testClient(app.app);
+    const refused = await http.get('/v1/sites').set('Authorization', 'Bearer fop_nobody').set('X-Request-Id', 'gw-7f3a/42')
+      .set('traceparent', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01').expect(401);
+    const fine = await http.get('/v1/sites').set('Authorization', t.auth).set('X-Request-Id', 'has a space').set('traceparent', 'garbage').expect(200);
+    app.close();
+    const requests = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+    expect(requests[0]).toMatchObject({ requestId: refused.body.requestId, status: 401, code: 'UNAUTHENTICATED', upstreamRequestId: 'gw-7f3a/42', traceId: '4bf92f3577b34da6a3ce929d0e0e4736' });
+    expect(refused.headers['x-request-id']).toBe(refused.body.requestId); // the server's own id is the one answered
+    expect(requests[1]).toMatchObject({ requestId: fine.headers['x-request-id'], status: 200 });
+    expect(requests[1]).not.toHaveProperty('code');
+    expect(requests[1]).not.toHaveProperty('upstreamRequestId'); // not an id a proxy would send
+    expect(requests[1]).not.toHaveProperty('traceId');
+  });
 });
 
 describeEachDatabase('a request the client abandons', (t) => {

@@ -8,8 +8,13 @@ describeEachDatabase('GET /metrics', (t) => {
     await t.http.post('/v1/sites').set('Authorization', t.auth).set('Idempotency-Key', 'metrics-1').send({ name: 'Metered' }).expect(201);
     await t.http.post('/v1/sites').set('Authorization', t.auth).set('Idempotency-Key', 'metrics-1').send({ name: 'Metered' }).expect(201);
     await t.http.post('/v1/sites').set('Authorization', t.auth).set('Idempotency-Key', 'metrics-1').send({ name: 'Other' }).expect(409);
+    // the probes count under their own operations, never as an API operation's or "none"'s answers
+    await t.http.get('/healthz').expect(200);
+    await t.http.get('/readyz').expect(200);
     const res = await t.http.get('/metrics').expect(200);
     expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(res.text).toMatch(/^http_requests_total\{operation="getHealth",status="200"\} [1-9]\d*$/m);
+    expect(res.text).toMatch(/^http_requests_total\{operation="getReadiness",status="200"\} [1-9]\d*$/m);
     const text = res.text;
     expect(text).toMatch(/^http_requests_total\{operation="createSite",status="201"\} [2-9]\d*$/m);
     expect(text).toMatch(/^http_requests_total\{operation="createSite",status="409"\} [1-9]\d*$/m);

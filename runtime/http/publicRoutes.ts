@@ -1,10 +1,11 @@
 import path from 'node:path';
-import express, { Router } from 'express';
+import express, { Router, type Response } from 'express';
 import type { Knex } from 'knex';
 import { pendingMigrations } from '../storage/migrate';
 import { metricsAccessError, metricsText, METRICS_CONTENT_TYPE } from '../observability/metrics';
 import { checkReadiness, notReady, READY_BODY } from '../observability/readiness';
 import { contractDocument, sdkContractDocument } from './contractDocuments';
+import { contextOf } from './requestContext';
 
 /**
  * Routes that need no API key: liveness and readiness, metrics (a token of their own when
@@ -15,10 +16,14 @@ export function publicRoutes(db: Knex, options: { metricsToken?: string } = {}):
 
   // liveness: the process answers; nothing else is checked, so a database outage does not get
   // a healthy process restarted
-  router.get('/healthz', (_req, res) => { res.json({ status: 'ok' }); });
+  router.get('/healthz', (_req, res) => {
+    named(res, 'getHealth', '/healthz');
+    res.json({ status: 'ok' });
+  });
   // readiness: the database answers and has every migration this code expects
   // (observability/readiness.ts, shared with the delivery engine's own listener)
   router.get('/readyz', async (_req, res, next) => {
+    named(res, 'getReadiness', '/readyz');
     const readiness = await checkReadiness(() => pendingMigrations(db));
     if (!readiness.ready) {
       return next(notReady(readiness.reason));
@@ -48,6 +53,17 @@ export function publicRoutes(db: Knex, options: { metricsToken?: string } = {}):
   const favicon = path.join(swaggerUiDir, 'favicon-32x32.png');
   router.get('/favicon.ico', (_req, res) => { res.type('png').set('Cache-Control', 'public, max-age=86400').sendFile(favicon); });
   return router;
+}
+
+/**
+ * The contract's operation a public route serves, for its log line and its `http_requests_total`
+ * label: a readiness probe's 503 is `getReadiness`'s, not one of the API's operations' (routes
+ * outside the contract — /metrics, the documents, the docs page — stay `none`).
+ */
+function named(res: Response, operationId: 'getHealth' | 'getReadiness', route: string): void {
+  const context = contextOf(res);
+  context.operationId = operationId;
+  context.route = route;
 }
 
 // The page loads the contract itself so that "Try it out" calls the server the page came from,

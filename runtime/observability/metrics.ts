@@ -31,7 +31,7 @@ if (cluster.isWorker) {
 export const metrics = {
   requests: new Counter({
     name: 'http_requests_total',
-    help: 'Answered /v1 requests by operationId and status (operation "none" when no operation matched)',
+    help: 'Answered requests by operationId and status (the probes are getHealth and getReadiness; operation "none" for /metrics, the contract documents, the docs page and paths that match no operation)',
     labelNames: ['operation', 'status'] as const,
     registers: [registry],
   }),

@@ -2,7 +2,9 @@ import type { Knex } from 'knex';
 import { describeEachDatabase } from './support/testApp';
 import { authenticate } from '../runtime/auth/apiKeys';
 import { createLog } from '../runtime/domain/logs';
-import { createSite } from '../runtime/domain/sites';
+import { createSite, updateSite } from '../runtime/domain/sites';
+import { createUser } from '../runtime/domain/users';
+import { createCheckin } from '../runtime/domain/checkins';
 import { runWrite } from '../runtime/idempotency/writes';
 import { fingerprint } from '../runtime/idempotency/request';
 import { ApiError } from '../runtime/errors';
@@ -44,6 +46,10 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
   }
 
   const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+
+  /** A site made by a write request of its own. */
+  const createSiteAlone = async (name: string) =>
+    (await runWrite(t.db.knex, settings, { orgId, requestId: 'req_site' }, async (trx) => ({ status: 201, body: await createSite(trx, orgId, { name, geofenceRadiusMeters: 150 }) }))).reply.body as Record<string, unknown> & { id: string };
 
   itOnPostgres('the writes of one turn commit in one transaction, each with its event, and the batch holds at most MAX_PG_BATCH', async () => {
     const entities = ids('together', MAX_PG_BATCH + 2);
@@ -139,6 +145,49 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     expect(new Set(Object.values(xmins)).size).toBe(3);
     const bodies = results.slice(1).map((r) => (r as PromiseFulfilledResult<{ reply: Reply }>).value.reply.body as { id: string });
     expect(await t.db.knex('events').whereIn('resource_id', bodies.map((b) => b.id)).select('type')).toHaveLength(3);
+  });
+
+  itOnPostgres('two writes of one turn that change the same row run one after the other: each answers and records its own change, never the other\'s', async () => {
+    // the members of a batch share one transaction, whose row locks do not keep them apart: a
+    // second update reading the site between the first one's statements built its answer, its
+    // event and its changedFields on the first one's change (storage/pgGroupCommit.ts, rowLockedBy)
+    for (const key of [undefined, 'same-row']) {
+      const site = await createSiteAlone(`Shared ${key ?? 'unkeyed'}`);
+      const changes = [{ name: `Renamed ${key ?? 'unkeyed'}` }, { address: '1 Grid Road' }, { geofenceRadiusMeters: 777 }];
+      const results = await Promise.all(changes.map((change, i) => runWrite(t.db.knex, settings, {
+        orgId, requestId: `req_row${i}`, ...(key ? { keyed: { apiKeyId: keyId, key: `${key}-${i}`, fingerprint: fingerprint('PATCH', `/v1/sites/${site.id}`, change) } } : {}),
+      }, async (trx) => ({ status: 200, body: await updateSite(trx, orgId, site.id, change) }))));
+      const events = await t.db.knex('events').where({ resource_id: site.id, type: 'site.updated' }).orderBy('seq').select('data', 'changed_fields');
+      // each event names the one field its write changed, and its data is the site right after it
+      expect(events.map((e) => JSON.parse(e.changed_fields)).sort()).toEqual([['address'], ['geofenceRadiusMeters'], ['name']]);
+      let state = site as Record<string, unknown>;
+      for (const event of events) {
+        const data = JSON.parse(event.data);
+        const [field] = JSON.parse(event.changed_fields) as string[];
+        expect({ ...data, updatedAt: undefined }).toEqual({ ...state, [field]: data[field], updatedAt: undefined });
+        state = data;
+      }
+      // each answer is the state after its own write: what its event carries
+      for (const [i, result] of results.entries()) {
+        const body = result.reply.body as Record<string, unknown>;
+        const [field, value] = Object.entries(changes[i])[0];
+        expect(body[field]).toBe(value);
+        expect(events.map((e) => JSON.parse(e.data))).toContainEqual(body);
+      }
+    }
+  });
+
+  itOnPostgres('two check-ins of one user in one turn each refresh the profile in turn: the last location names the check-in that moved it', async () => {
+    const userId = 'auth0|same-turn';
+    await runWrite(t.db.knex, settings, { orgId, requestId: 'req_user' }, async (trx) => ({ status: 201, body: await createUser(trx, orgId, { userId }) }));
+    const visits = await Promise.all([0, 1].map((i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_visit${i}` }, async (trx) => ({
+      status: 201, body: await createCheckin(trx, orgId, { userId, siteId: 'site_same_turn', status: 'active', coordinates: { latitude: 53.8 + i / 100, longitude: -1.55 } }),
+    }))));
+    const ids = visits.map((v) => (v.reply.body as { id: string }).id);
+    const moves = (await t.db.knex('events').where({ type: 'user.updated' }).orderBy('seq').select('data'))
+      .map((e) => JSON.parse(e.data)).filter((u) => u.userId === userId).map((u) => u.lastLocationCheckinId);
+    // one profile move per check-in, each naming its own, in the order they committed
+    expect([...moves].sort()).toEqual([...ids].sort());
   });
 
   itOnPostgres('a statement that fails (a duplicate id) fails its own write only, with its own error', async () => {
@@ -304,6 +353,41 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
       expect(results.map((r) => r.reply.status)).toEqual([201, 201]);
       expect(runs).toEqual({ x: 1, y: 1 });
       expect(await deadlocks()).toBe(before);
+    } finally {
+      await second.close();
+    }
+  });
+
+  itOnPostgres("a read that locks a row (an update's first step) also waits behind the organization's write lock: two processes updating one site never deadlock", async () => {
+    // Y's first statement reads the site FOR UPDATE. Taken before the organization's write lock,
+    // that row lock was held while Y waited for X's batch, and X's update of the same site then
+    // waited for Y: a deadlock, whose victim's batch answered 503 and the rest 500
+    const site = await createSiteAlone('Locked by reads');
+    const second = t.db.openAnother();
+    try {
+      const deadlocks = async () => Number((await t.db.knex.raw('select deadlocks from pg_stat_database where datname = current_database()')).rows[0].deadlocks);
+      const before = await deadlocks();
+      let openGate!: () => void;
+      const gate = new Promise<void>((resolve) => { openGate = resolve; });
+      const x = runWrite(t.db.knex, settings, { orgId, requestId: 'req_read_lock_x' }, async (trx) => {
+        await createLog(trx, orgId, { entityType: 'checkin', entityId: 'read-lock-x', entryType: 'comment', message: 'x', source: 'api' });
+        await gate;
+        return { status: 200, body: await updateSite(trx, orgId, site.id, { address: 'by x' }) };
+      });
+      for (let i = 0; i < 200 && !(await someoneHolds(t.db.knex, 'events')); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      const y = runWrite(second.knex, settings, { orgId, requestId: 'req_read_lock_y' }, async (trx) => ({
+        status: 200, body: await updateSite(trx, orgId, site.id, { name: 'by y' }),
+      }));
+      for (let i = 0; i < 200 && !(await someoneWaits(t.db.knex)); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(await someoneWaits(t.db.knex)).toBe(true);
+      // Y waits holding nothing of the site: another transaction may lock its row at once
+      const probe = await t.db.knex.transaction((trx) => trx.raw('select id from sites where id = ? for update nowait', [site.id])).then(() => 'row free', (err: Error) => err.message);
+      openGate();
+      const results = await Promise.allSettled([x, y]);
+      expect(probe).toBe('row free');
+      expect(results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : String(r.reason)))).toEqual([200, 200]);
+      expect(await deadlocks()).toBe(before);
+      expect(await t.db.knex('sites').where({ id: site.id }).first('name', 'address')).toEqual({ name: 'by y', address: 'by x' });
     } finally {
       await second.close();
     }

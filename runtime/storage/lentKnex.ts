@@ -66,6 +66,12 @@ export interface LentKnex {
   changes(): number;
   /** Sets what runs before each statement that may change something or wait for a lock. */
   beforeWaiting(hook: () => void): void;
+  /**
+   * Sets what runs after a read that locked rows (`… for update`, `for share`) answered: the
+   * first table it reads and the `id`s of the rows it locked (storage/pgGroupCommit.ts). A hook
+   * that throws fails the read with its error.
+   */
+  onLockedRows(hook: (table: string, ids: readonly string[]) => void): void;
   end(): void;
 }
 
@@ -110,6 +116,8 @@ class Loan {
   changes = 0;
   /** Runs before a statement that may change something or wait for a lock (storage/pgGroupCommit.ts). */
   beforeWaiting?: () => void;
+  /** Runs after a read that locked rows, with their table and ids (storage/pgGroupCommit.ts). */
+  onLockedRows?: (table: string, ids: readonly string[]) => void;
   constructor(public conn: Connection | undefined) {}
 }
 
@@ -162,6 +170,9 @@ export function lendTo(db: Knex, conn: Connection): LentKnex {
     beforeWaiting: (hook) => {
       loan.beforeWaiting = hook;
     },
+    onLockedRows: (hook) => {
+      loan.onLockedRows = hook;
+    },
     end: () => {
       loan.conn = undefined;
     },
@@ -186,14 +197,22 @@ function fullKnex(base: Knex.Client & { valueForUndefined: unknown; version?: st
       releaseConnection(): Promise<void> {
         return Promise.resolve();
       }
-      query(connection: unknown, queryParam: unknown): Promise<unknown> {
+      async query(connection: unknown, queryParam: unknown): Promise<unknown> {
         // Knex's own transaction clients are made from the prototype, without the loan
-        if (this.loan !== undefined) {
-          const plain = isPlainSelect(queryParam);
-          if (!plain) this.loan.changes++;
-          if (!plain || takesALock(queryParam)) this.loan.beforeWaiting?.();
+        const loan = this.loan;
+        if (loan === undefined) return super.query(connection, queryParam);
+        const plain = isPlainSelect(queryParam);
+        // a read that locks rows changes nothing, but may wait for another transaction's lock:
+        // like every lock of a write, it must be taken behind the organization's write lock
+        const locking = locksRows(queryParam);
+        if (!plain) loan.changes++;
+        if (!plain || locking || takesALock(queryParam)) loan.beforeWaiting?.();
+        const answered = await super.query(connection, queryParam);
+        if (locking && loan.onLockedRows) {
+          const rows = (answered as { response?: { rows?: { id?: unknown }[] } }).response?.rows ?? [];
+          loan.onLockedRows(lockedTable(queryParam), rows.map((row) => String(row.id)));
         }
-        return super.query(connection, queryParam);
+        return answered;
       }
     }
     // on the prototype, not the instance: the clients Knex derives from this one with
@@ -215,6 +234,22 @@ function fullKnex(base: Knex.Client & { valueForUndefined: unknown; version?: st
   client.transacting = true;
   client.loan = loan;
   return instance;
+}
+
+function sqlOf(queryParam: unknown): string | undefined {
+  const sql = typeof queryParam === 'string' ? queryParam : (queryParam as { sql?: unknown }).sql;
+  return typeof sql === 'string' ? sql : undefined;
+}
+
+/** A select that locks the rows it reads (Postgres' `for update`, `for no key update`, `for share`, `for key share`). */
+function locksRows(queryParam: unknown): boolean {
+  const sql = sqlOf(queryParam);
+  return sql !== undefined && /^\s*select\b/i.test(sql) && /\bfor\s+(no\s+key\s+)?(update|share|key\s+share)\b/i.test(sql);
+}
+
+/** The first table a locking read names (`from "sites"`, `from "runs" left join …`). */
+function lockedTable(queryParam: unknown): string {
+  return /\bfrom\s+"?([\w.]+)"?/i.exec(sqlOf(queryParam) ?? '')?.[1] ?? '';
 }
 
 /** A raw text that takes an advisory lock (the ordered inserts' `select pg_advisory_xact_lock(…)`). */

@@ -55,6 +55,8 @@ class PgBatch {
   closed = false;
   /** A member that changed something was rolled back: the batch must roll back. */
   failed = false;
+  /** The rows a member read locked (`table:id`), by member: see rowLockedBy. */
+  readonly lockedRows = new Map<string, object>();
   private orgLocked = false;
   private settling = false;
   /** Resolves once the batch ended; rejects when the outcome of its COMMIT is unknown. */
@@ -303,8 +305,40 @@ export async function joinBatchOf(db: Knex): Promise<WriteTransaction | undefine
   }
   const lent = lendTo(real, conn);
   lent.beforeWaiting(() => batch.lockOrganization(conn));
-  scope.member = new BatchMember(batch, lent, conn, scope.alone);
-  return scope.member;
+  const member = new BatchMember(batch, lent, conn, scope.alone);
+  lent.onLockedRows((table, ids) => rowLockedBy(batch, member, table, ids));
+  scope.member = member;
+  return member;
+}
+
+/**
+ * A member read rows locking them (an update reads the resource's state before the change:
+ * `findSiteForUpdate` and the like). Row locks are a transaction's, and the members of a batch
+ * share one, so a second member reading a row the first one locked would not wait for the first
+ * to finish: it would read the state between the first one's statements, and build its change,
+ * its answer and its event on it — two PATCHes of one site each answering and recording the
+ * other's change. So the second member's read fails, and the batch rolls back: every one of its
+ * requests runs again alone, one after the other behind the organization's write lock, as for any
+ * batch that rolled back (inBatchOrAlone). Two requests changing one row in the same turn are
+ * rare; a rolled-back batch costs them a second run, never a wrong answer.
+ */
+function rowLockedBy(batch: PgBatch, member: object, table: string, ids: readonly string[]): void {
+  for (const id of ids) {
+    const row = `${table}:${id}`;
+    const holder = batch.lockedRows.get(row);
+    if (holder !== undefined && holder !== member) {
+      batch.failed = true;
+      throw new BatchRowConflict(row);
+    }
+    batch.lockedRows.set(row, member);
+  }
+}
+
+/** Thrown by a member's locking read of a row another member of its batch locked (rowLockedBy). */
+class BatchRowConflict extends Error {
+  constructor(row: string) {
+    super(`Another write of this group commit changes ${row}; the batch rolls back and its writes run again one by one.`);
+  }
 }
 
 const REAL = Symbol('the handle under a batching handle');

@@ -30,12 +30,31 @@ import { contextOf } from './requestContext';
  * draft-ietf-httpapi-ratelimit-headers-10 (Structured Field Lists of String items with
  * `q`/`w` and `r`/`t` parameters). A store that fails (Redis or Postgres down) falls back to a
  * per-process memory limiter with the same budgets, so the limiter never takes the API down.
+ * Redis that stops answering on an open connection (a partition, a paused Redis) counts as
+ * failed after REDIS_COMMAND_TIMEOUT_MS, and closing the limiter never waits on it for longer
+ * than REDIS_QUIT_TIMEOUT_MS (test/rateLimitRedisFreeze.test.ts).
  */
 
 export type RateLimitStore = 'memory' | 'redis' | 'postgres' | 'off';
 
 export const INGEST_OPERATION = 'ingestSensorReadings';
 const WINDOW_SECONDS = 60;
+
+/**
+ * How long a Redis command (and the connection under it) may go unanswered before it counts as
+ * failed and the memory insurance answers. Every /v1 request waits on the limiter — the address
+ * check, then the key's count — so this bounds what a frozen Redis adds to a request: at most
+ * twice this, about a second, for the requests caught by the freeze, and nothing after them,
+ * since the silent connection is then dropped and the insurance answers without asking Redis
+ * until it is back. A limiter command is one round trip of a small script that a healthy Redis
+ * answers in a few milliseconds at most, so half a second leaves a wide margin for a busy Redis
+ * or network (no needless fallback to per-process counting) while staying far below any
+ * client's own timeout.
+ */
+export const REDIS_COMMAND_TIMEOUT_MS = 500;
+
+/** How long closing the limiter waits for Redis to acknowledge QUIT before dropping the connection. */
+export const REDIS_QUIT_TIMEOUT_MS = 1000;
 
 interface Policy {
   name: 'per-key' | 'ingest' | 'auth-failures';
@@ -93,8 +112,18 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
 
   if (store === 'redis') {
     // no offline queue: while Redis is away a command fails at once and the memory insurance
-    // answers, instead of requests queueing behind a reconnect
-    redis = new Redis(options.redisUrl!, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 });
+    // answers, instead of requests queueing behind a reconnect. A connection that stays open but
+    // answers nothing (a partition, a paused Redis) never fails by itself: `commandTimeout` fails
+    // each command left unanswered, and `socketTimeout` drops a connection that received nothing
+    // for as long while commands wait, so it reconnects — until then the client is not ready and
+    // the insurance answers without asking it (`rejectIfRedisNotReady` below), and the drop is
+    // logged like any other Redis error. Commands of a dropped connection are not sent again on
+    // reconnect: their requests were already answered from memory, and a late increment would
+    // count them twice.
+    redis = new Redis(options.redisUrl!, {
+      enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000,
+      commandTimeout: REDIS_COMMAND_TIMEOUT_MS, socketTimeout: REDIS_COMMAND_TIMEOUT_MS, autoResendUnfulfilledCommands: false,
+    });
     let warned = 0;
     redis.on('error', (err) => {
       if (Date.now() - warned > 30_000) {
@@ -180,9 +209,28 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
     async close() {
       await tableReady; // never rejects; the pool must not close under it
       for (const pg of timers) clearTimeout((pg as unknown as { _clearExpiredTimeoutId?: NodeJS.Timeout })._clearExpiredTimeoutId);
-      if (redis) await redis.quit().catch(() => redis!.disconnect());
+      if (redis) await closeRedis(redis);
     },
   };
+}
+
+/**
+ * QUIT, so that Redis sees a clean close; a Redis that does not acknowledge it within
+ * REDIS_QUIT_TIMEOUT_MS (frozen, or away) is disconnected instead, so that a shutdown never
+ * waits on it.
+ */
+async function closeRedis(client: Redis): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), REDIS_QUIT_TIMEOUT_MS);
+  });
+  try {
+    const outcome = await Promise.race([client.quit().then(() => 'quit' as const, () => 'failed' as const), late]);
+    // (a client already ended needs nothing: ioredis would arm a 2 s timer for its closed socket)
+    if (outcome !== 'quit' && client.status !== 'end') client.disconnect();
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function consume(policy: Policy, key: string): Promise<{ over: boolean; result: RateLimiterRes }> {

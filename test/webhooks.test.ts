@@ -474,6 +474,13 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(receiver.received.filter((r) => r.path === '/purged')).toHaveLength(1);
   });
 
+  it('with private targets allowed, http is taken too, and another scheme is refused saying both', async () => {
+    const auth = await t.newKey({ organization: 'org-schemes' });
+    const refused = await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: 'ftp://example.com/x', triggerKey: 'site.created' }).expect(400);
+    expect(refused.body).toEqual(anError('TARGET_NOT_ALLOWED', { details: [{ path: '/targetUrl', message: 'must be an https or (with WEBHOOK_ALLOW_PRIVATE_TARGETS) http URL' }] }));
+    await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/plain-http`, triggerKey: 'site.created' }).expect(201);
+  });
+
   it('redelivers one delivery on request and replays a time window, with the same webhook-ids', async () => {
     const { auth, subscription } = await setup('/replay', ['checkin.created', 'checkin.activated']);
     const from = new Date().toISOString();
@@ -492,6 +499,14 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(replay.body).toEqual({ replayed: 2 });
     const all = await receiver.waitFor(5, { path: '/replay' });
     expect(all.slice(3).map((r) => r.headers['webhook-id']).sort()).toEqual([...ids].sort());
+    // retried while paused: due, but nothing is sent until the subscription is active, as its answer says
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
+    const held = await t.http.post(`${HOOKS}/${subscription.id}/deliveries/${list[1].id}/retry`).set('Authorization', auth).expect(202);
+    expect(held.body).toMatchObject({ id: list[1].id, status: 'pending', attempts: 0, nextAttemptAt: null });
+    await sleep(200);
+    expect(receiver.received.filter((r) => r.path === '/replay')).toHaveLength(5);
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    expect((await receiver.waitFor(6, { path: '/replay' }))[5].headers['webhook-id']).toBe(list[1].eventId);
     const empty = await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth).send({ from: '2020-01-01T00:00:00Z', to: '2020-01-02T00:00:00Z' }).expect(202);
     expect(empty.body).toEqual({ replayed: 0 });
     const backwards = await t.http.post(`${HOOKS}/${subscription.id}/replays`).set('Authorization', auth).send({ from: '2020-01-02T00:00:00Z', to: '2020-01-01T00:00:00Z' }).expect(400);

@@ -260,12 +260,13 @@ export async function pingSubscription(
 }
 
 export async function retryDelivery(db: Knex, orgId: string, partner: string, subscriptionId: string, deliveryId: string): Promise<WebhookDelivery> {
-  await subscriptionRow(db, orgId, partner, subscriptionId);
+  const subscription = await subscriptionRow(db, orgId, partner, subscriptionId);
   const row = await findDeliveryRow(db, orgId, subscriptionId, deliveryId);
   if (!row) throw notFound('delivery', deliveryId);
   const now = nowIso();
   await makeDeliveryDueNow(db, row.id, now);
-  return toDelivery({ ...row, status: 'pending', attempts: 0, next_attempt_at: now, lease_until: null, lease_token: null, updated_at: now });
+  // due now, and sent now unless the subscription is paused or disabled: then it waits, as shown
+  return shownDelivery(subscription, toDelivery({ ...row, status: 'pending', attempts: 0, next_attempt_at: now, lease_until: null, lease_token: null, updated_at: now }));
 }
 
 /** Queues a new delivery of every event of the subscription's types in [from, to). */

@@ -41,7 +41,7 @@ export async function checkTarget(targetUrl: string, allowPrivate: boolean): Pro
   if (!/^[a-z][a-z0-9+.-]*:\/\/[^/\\?#]/i.test(targetUrl)) throw targetNotAllowed('must have its host right after the scheme, as in https://host/path');
   if (url.port === '0') throw targetNotAllowed('must not use port 0, which no receiver listens on');
   if (allowPrivate) {
-    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw targetNotAllowed('must be an https URL');
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw targetNotAllowed('must be an https or (with WEBHOOK_ALLOW_PRIVATE_TARGETS) http URL');
     return;
   }
   if (url.protocol !== 'https:') throw targetNotAllowed('must be an https URL');

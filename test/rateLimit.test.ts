@@ -4,7 +4,7 @@ import pino from 'pino';
 import { createApp, App } from '../runtime/http/app';
 import { chooseStore } from '../runtime/http/rateLimit';
 import { loadConfig } from '../runtime/config';
-import { createApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
+import { createApiKey, revokeApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
 import { testDatabases, TestDatabase } from './support/databases';
 import { testClient, TestClient, anError } from './support/testApp';
 import { takeContractViolations } from './support/contractCheck';
@@ -189,6 +189,25 @@ for (const { store, database, env } of stores) {
       for (let i = 0; i < 3; i++) await http.get('/v1/sites').set(from('2001:db8:1:2::1')).set('Authorization', 'Bearer fop_wrong').expect(401);
       await http.get('/v1/sites').set(from('2001:db8:1:2:ffff::9')).set('Authorization', auth).expect(429);
       await http.get('/v1/sites').set(from('2001:db8:1:3::1')).set('Authorization', auth).expect(200);
+    });
+
+    it('a revoked or expired key is answered 401 but not counted against its address: a device left on an old key locks nobody out', async () => {
+      const http = await app();
+      const revoked = await createApiKey(db.knex, { scopes: ALL_SCOPES });
+      await revokeApiKey(db.knex, revoked.key.id);
+      const expired = await createApiKey(db.knex, { scopes: ALL_SCOPES, expiresAt: new Date(Date.now() + 300).toISOString() });
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const from = { 'X-Forwarded-For': '203.0.113.99' };
+      for (let i = 0; i < 5; i++) {
+        for (const secret of [revoked.secret, expired.secret]) {
+          const res = await http.get('/v1/sites').set(from).set('Authorization', `Bearer ${secret}`).expect(401);
+          expect(res.body.error).toMatch(/revoked|expired at/);
+          // counted against the key's own budget, not the address's
+          expect(res.headers['ratelimit-policy']).toMatch(/^"per-key";q=\d+;w=60$/);
+        }
+      }
+      // ten refusals from the address (its budget is 3): a valid key from it still gets in
+      await http.get('/v1/sites').set(from).set('Authorization', await newKey()).expect(200);
     });
 
     if (store !== 'memory') {

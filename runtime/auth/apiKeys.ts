@@ -3,7 +3,7 @@ import { Knex } from 'knex';
 import { operations } from '../../generated/operations';
 import { newId } from '../ids';
 import { nowIso } from '../time';
-import { unauthenticated } from '../errors';
+import { ApiError, unauthenticated } from '../errors';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import {
   apiKeyExists,
@@ -171,6 +171,19 @@ function principalCache(db: Knex): Map<string, { principal: Principal; until: nu
 }
 
 /**
+ * The 401 of a key that exists but no longer works (revoked, or past its expiry). Its holder is
+ * not guessing — the answer already says the key is known — so it is not counted as a failed
+ * authentication against the client's address (http/rateLimit.ts): a device left on a rolled
+ * key must not lock out every valid client behind the same address. Carries the key's id for the
+ * request's log line.
+ */
+export class InactiveKeyError extends ApiError {
+  constructor(message: string, readonly keyId: string) {
+    super('UNAUTHENTICATED', message, undefined, { 'WWW-Authenticate': 'Bearer' });
+  }
+}
+
+/**
  * The principal behind an `Authorization: Bearer <secret>` header, from the key row read at
  * most PRINCIPAL_TTL_MS ago (above).
  */
@@ -187,11 +200,11 @@ export async function authenticate(db: Knex, authorization: string | undefined):
   if (!row) throw unauthenticated();
   if (row.revoked_at) {
     cache.delete(hash);
-    throw unauthenticated('This API key has been revoked');
+    throw new InactiveKeyError('This API key has been revoked', row.id);
   }
   if (row.expires_at !== null && Date.parse(row.expires_at) <= now.getTime()) {
     cache.delete(hash);
-    throw unauthenticated(`This API key expired at ${row.expires_at}`);
+    throw new InactiveKeyError(`This API key expired at ${row.expires_at}`, row.id);
   }
   if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) > LAST_USED_RESOLUTION_MS) {
     await updateLastUsedAt(db, row.id, now.toISOString());

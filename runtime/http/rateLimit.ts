@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterAbstract, RateLimiterMemory, RateLimiterPostgres, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { RateLimitConfig } from '../config';
 import { ApiError } from '../errors';
-import type { Principal } from '../auth/apiKeys';
+import { InactiveKeyError, type Principal } from '../auth/apiKeys';
 import { dialectOf } from '../storage/databaseErrors';
 import { COUNTERS_TABLE, createCountersTable } from '../storage/rateLimitCounters';
 import { metrics } from '../observability/metrics';
@@ -24,7 +24,9 @@ import { contextOf } from './requestContext';
  *   counted besides `per-key` because a batch costs far more than a read;
  * - `auth-failures`: failed authentications per client address. Once an address has used up
  *   this budget, every /v1 request from it is refused until the window ends, a valid key
- *   included — otherwise a guesser would still tell a right guess (200) from a wrong one.
+ *   included — otherwise a guesser would still tell a right guess (200) from a wrong one. A key
+ *   that exists but was revoked or expired is no guess and is not counted (auth/apiKeys.ts,
+ *   InactiveKeyError).
  *
  * The answers carry the `RateLimit-Policy` and `RateLimit` fields of
  * draft-ietf-httpapi-ratelimit-headers-10 (Structured Field Lists of String items with
@@ -176,6 +178,13 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
       throw limited(res, [[authFailures, failures]], 'Too many failed authentications from this address');
     }
     if ('error' in outcome) {
+      // a revoked or expired key is no guess: counted against that key's own budget, like any
+      // request of it, not against its address (and logged with its id)
+      if (outcome.error instanceof InactiveKeyError) {
+        contextOf(res).apiKeyId = outcome.error.keyId;
+        setFields(res, [[perKey, (await consume(perKey, outcome.error.keyId)).result]]);
+        throw outcome.error;
+      }
       if (outcome.error instanceof ApiError && outcome.error.code === 'UNAUTHENTICATED') {
         const counted = await consume(authFailures, address);
         setFields(res, [[authFailures, counted.result]]);

@@ -5,6 +5,7 @@ import { percentile } from '../lib/load';
 import { startServer, ServerProcess } from '../lib/processes';
 import { SERVER_ENTRY, SERVER_NODE_OPTIONS } from '../lib/build';
 import { API_ENV, call, expectStatus, Measurement, Settings } from './context';
+import { MAX_IN_FLIGHT_ALONE } from '../../runtime/webhooks/deliveryClaims';
 
 const WRITERS = 8;
 
@@ -61,7 +62,7 @@ export async function deliveryScenario(settings: Settings): Promise<Measurement[
     const peakRssMb = await api.stop();
     return [
       live,
-      { scenario: 'delivery', subject: 'api: backlog drain', requestsPerSec: backlog / drainSeconds, peakRssMb, note: `events delivered/s (${backlog} queued, one receiver, 16 attempts in flight)`, detail: { backlog, drainSeconds } },
+      { scenario: 'delivery', subject: 'api: backlog drain', requestsPerSec: backlog / drainSeconds, peakRssMb, note: `events delivered/s (${backlog} queued, one receiver: one subscription, at most ${MAX_IN_FLIGHT_ALONE} attempts in flight)`, detail: { backlog, drainSeconds } },
     ];
   } finally {
     await api?.stop();

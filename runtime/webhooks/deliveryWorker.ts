@@ -41,7 +41,13 @@ export interface DeliveryWorker {
 
 /** A 1 s p99 from commit to delivery leaves room for one idle poll and the attempt itself. */
 const DEFAULT_POLL_MS = 200;
-const DEFAULT_CONCURRENCY = 16;
+/**
+ * Attempts in flight at once in one engine. One subscription alone may use half of them
+ * (deliveryClaims.ts, MAX_IN_FLIGHT_ALONE: what keeps one busy receiver's deliveries within a
+ * second of their commit on this machine, bench/README.md), so that the other half is always
+ * there for the other subscriptions, however slow the busy one's receiver becomes.
+ */
+const DEFAULT_CONCURRENCY = 32;
 /** Spread of retries around their scheduled delay, so that a receiver coming back is not hit by every retry at once. */
 const JITTER = 0.2;
 /** While the database refuses the claims (an outage), the engine asks this often, not every poll. */

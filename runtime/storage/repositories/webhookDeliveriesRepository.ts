@@ -218,9 +218,22 @@ export async function countUndelivered(db: Knex, cap: number): Promise<number> {
   return Number(row.n);
 }
 
+/**
+ * The subscriptions with at least `atLeast` deliveries under way at `now` (a lease not yet run
+ * out), read from the index of live leases (migration 0016).
+ */
+export async function subscriptionsInFlight(db: Knex, now: string, atLeast: number): Promise<Map<string, number>> {
+  const rows: { subscription_id: string; n: number | string }[] = await db('webhook_deliveries')
+    .where('lease_until', '>', now)
+    .groupBy('subscription_id')
+    .havingRaw('count(*) >= ?', [atLeast])
+    .select('subscription_id', db.raw('count(*) as n'));
+  return new Map(rows.map((r) => [r.subscription_id, Number(r.n)]));
+}
+
 /** Whether any delivery is due at `now` (a cheap read, so an idle worker never takes the SQLite write lock). */
-export async function anyDeliveryDue(db: Knex, now: string): Promise<boolean> {
-  return (await dueSeqs(db, now, 1)).length > 0;
+export async function anyDeliveryDue(db: Knex, now: string, skip: readonly string[] = []): Promise<boolean> {
+  return (await dueSeqs(db, now, 1, skip)).length > 0;
 }
 
 /**
@@ -233,13 +246,15 @@ export async function anyDeliveryDue(db: Knex, now: string): Promise<boolean> {
  * the order (subscriptions first), on Postgres a lateral subquery per active subscription (its
  * low cost estimate also keeps Postgres from JIT-compiling the poll).
  */
-async function dueSeqs(db: Knex, now: string, limit: number): Promise<number[]> {
+async function dueSeqs(db: Knex, now: string, limit: number, skip: readonly string[] = []): Promise<number[]> {
   if (dialectOf(db) === 'postgres') {
-    return rowsOf<{ seq: number }>(await db.raw(PG_DUE_SQL, [now, now, limit, limit])).map((r) => r.seq);
+    // the subscriptions to leave out as one array parameter: one prepared text whatever their number
+    return rowsOf<{ seq: number }>(await db.raw(PG_DUE_SQL, [now, now, limit, [...skip], limit])).map((r) => r.seq);
   }
   const rows: { seq: number }[] = await db('webhook_subscriptions as s')
     .crossJoin(db.raw('?? as d', ['webhook_deliveries']))
     .where('s.status', 'active')
+    .modify((q) => { if (skip.length) q.whereNotIn('s.id', skip); })
     .where('d.subscription_id', db.ref('s.id'))
     .where('d.next_attempt_at', '<=', now)
     .where((q) => q.whereNull('d.lease_until').orWhere('d.lease_until', '<=', now))
@@ -256,7 +271,7 @@ const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
       and (d.lease_until is null or d.lease_until <= ?)
     order by d.next_attempt_at limit ?
   ) d
-  where s.status = 'active'
+  where s.status = 'active' and s.id <> all(?::text[])
   order by d.next_attempt_at limit ?`;
 
 /**
@@ -269,8 +284,8 @@ const PG_DUE_SQL = `select d.seq from webhook_subscriptions s
  * so concurrent workers claim disjoint sets without waiting for each other. SQLite has one writer
  * at a time.
  */
-export async function dueDeliveries(trx: Knex, now: string, limit: number): Promise<DueDelivery[]> {
-  const rows = await dueRows(trx, now, limit);
+export async function dueDeliveries(trx: Knex, now: string, limit: number, skip: readonly string[] = []): Promise<DueDelivery[]> {
+  const rows = await dueRows(trx, now, limit, skip);
   return rows === undefined ? [] : rows.map(toDue);
 }
 
@@ -294,9 +309,9 @@ export async function abandonDeliveries(trx: Knex, seqs: readonly number[], reas
  * Up to `limit` due deliveries (locked on Postgres) with their event (null when purged) and
  * subscription, as they are before the claim; undefined when none is due.
  */
-async function dueRows(trx: Knex, now: string, limit: number): Promise<any[] | undefined> {
+async function dueRows(trx: Knex, now: string, limit: number, skip: readonly string[]): Promise<any[] | undefined> {
   const postgres = dialectOf(trx) === 'postgres';
-  let seqs = await dueSeqs(trx, now, postgres ? limit * 4 : limit);
+  let seqs = await dueSeqs(trx, now, postgres ? limit * 4 : limit, skip);
   if (seqs.length && postgres) {
     const locked: { seq: number }[] = await trx('webhook_deliveries')
       .whereIn('seq', seqs)

@@ -33,6 +33,18 @@ function option(args: string[], name: string): string | undefined {
   return value;
 }
 
+/** The longest organization or key name the database keeps (migration 0001). */
+const MAX_NAME_CHARS = 100;
+
+/** `--org` or `--name`: when given, not blank and at most MAX_NAME_CHARS characters, the same on SQLite and Postgres. */
+function nameOption(args: string[], name: 'org' | 'name'): string | undefined {
+  const value = option(args, name);
+  if (value === undefined) return undefined;
+  if (!value.trim()) throw new UsageError(`--${name} must not be blank`);
+  if ([...value].length > MAX_NAME_CHARS) throw new UsageError(`--${name} is longer than ${MAX_NAME_CHARS} characters`);
+  return value;
+}
+
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 /** At most this far ahead: a longer-lived key is one that never expires (leave --expires-in out). */
 const MAX_EXPIRY_DAYS = 3650;
@@ -68,8 +80,8 @@ async function main(args: string[]): Promise<void> {
       if (!scopes) throw new UsageError('create needs --scopes');
       const { key, secret } = await createApiKey(database.knex, {
         scopes: scopes.trim() === 'all' ? ALL_SCOPES : scopes.split(',').map((s) => s.trim()).filter(Boolean),
-        organization: option(rest, 'org'),
-        name: option(rest, 'name'),
+        organization: nameOption(rest, 'org'),
+        name: nameOption(rest, 'name'),
         expiresAt: expiresIn(rest, { zero: false }),
       });
       console.log(`created key ${key.id} (${key.name}) in organization ${key.organization} with scopes ${key.scopes.join(' ')}${key.expiresAt ? `, expiring at ${key.expiresAt}` : ''}`);
@@ -80,7 +92,9 @@ async function main(args: string[]): Promise<void> {
       if (!id || id.startsWith('--')) throw new UsageError('roll needs a key id (see npm run keys -- list)');
       const { key, secret, old } = await rollApiKey(database.knex, id, expiresIn(rest.slice(1), { fallback: '24h', zero: true })!);
       console.log(`created key ${key.id} (${key.name}) in organization ${key.organization} with scopes ${key.scopes.join(' ')}${key.expiresAt ? `, expiring at ${key.expiresAt}` : ''}`);
-      console.log(`key ${old.id} expires at ${old.expiresAt}: move its clients to the new secret before then`);
+      console.log(old.expiresAt! <= new Date().toISOString()
+        ? `key ${old.id} stopped working at ${old.expiresAt}: its clients need the new secret now`
+        : `key ${old.id} expires at ${old.expiresAt}: move its clients to the new secret before then`);
       console.log('the secret below is shown only now:');
       console.log(secret);
     } else if (command === 'list') {
@@ -93,8 +107,10 @@ async function main(args: string[]): Promise<void> {
     } else if (command === 'revoke') {
       const id = rest[0];
       if (!id) throw new UsageError('revoke needs a key id (see npm run keys -- list)');
+      const earlier = (await listApiKeys(database.knex)).find((k) => k.id === id)?.revokedAt;
       if (!(await revokeApiKey(database.knex, id))) throw new UsageError(`no key with id ${id}`);
-      console.log(`revoked ${id}`);
+      // revoking again changes nothing, and says so
+      console.log(earlier ? `${id} was already revoked, at ${earlier}` : `revoked ${id}`);
     } else {
       throw new UsageError(`unknown command ${command}`);
     }

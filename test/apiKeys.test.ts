@@ -121,12 +121,15 @@ describeEachDatabase('API keys', (t) => {
     await t.http.get('/v1/sites').set('Authorization', oldAuth).expect(200);
     const rolled = await keysCli(t.db.url, 'roll', oldId, '--expires-in', '0');
     expect(rolled.code).toBe(0);
+    expect(rolled.stdout).toContain(`key ${oldId} stopped working at `); // not "expires at" a time already past
     await sleep(600); // another process's cached read of the key lasts at most 500 ms
     await t.http.get('/v1/sites').set('Authorization', oldAuth).expect(401);
     await t.http.get('/v1/sites').set('Authorization', `Bearer ${lastLine(rolled.stdout)}`).expect(200);
 
     const revokedId = /created key (key_\w+)/.exec((await keysCli(t.db.url, 'create', '--scopes', 'sites:read', '--org', 'acme-roll-now')).stdout)![1];
     await keysCli(t.db.url, 'revoke', revokedId);
+    // revoking again changes nothing, and says so
+    expect(await keysCli(t.db.url, 'revoke', revokedId)).toMatchObject({ code: 0, stdout: expect.stringMatching(new RegExp(`^${revokedId} was already revoked, at \\S+Z\n$`)) });
     for (const [args, message] of [
       [['roll', revokedId], `key ${revokedId} is revoked`],
       [['roll', 'key_doesnotexist'], 'no key with id key_doesnotexist'],
@@ -136,6 +139,11 @@ describeEachDatabase('API keys', (t) => {
       [['create', '--scopes', 'sites:read', '--expires-in', '-1d'], '--expires-in -1d is not a duration'],
       [['create', '--scopes', 'sites:read', '--expires-in', '3651d'], 'more than 3650 days'],
       [['create', '--scopes', 'sites:read', '--expires-in', '0'], '--expires-in 0 would make a key that is expired already'],
+      // the same refusal on both databases (SQLite would keep any length, Postgres refused with its SQL)
+      [['create', '--scopes', 'sites:read', '--org', ''], '--org must not be blank'],
+      [['create', '--scopes', 'sites:read', '--org', 'acme-roll-now', '--name', ' '], '--name must not be blank'],
+      [['create', '--scopes', 'sites:read', '--org', 'o'.repeat(101)], '--org is longer than 100 characters'],
+      [['create', '--scopes', 'sites:read', '--org', 'acme-roll-now', '--name', 'n'.repeat(101)], '--name is longer than 100 characters'],
     ] as const) {
       const result = await keysCli(t.db.url, ...args);
       expect([args.join(' '), result.code, result.stderr]).toEqual([args.join(' '), 2, expect.stringContaining(message)]);

@@ -97,6 +97,19 @@ describeEachDatabase('requests that never reach the app', (t) => {
     expect(parse(text)).toMatchObject({ status: 408, body: anErrorBody('REQUEST_TIMEOUT') });
   });
 
+  it('an HTTP/1.1 request without Host: 400 VALIDATION_ERROR with the error body (Node\'s own answer was a bare 400); HTTP/1.0 needs none', async () => {
+    const text = await exchange(server.baseUrl, [`GET /v1/sites HTTP/1.1\r\nAuthorization: ${t.auth}\r\n\r\n`]);
+    expect(parse(text)).toMatchObject({ status: 400, headers: expect.stringContaining('connection: close'), body: { ...anErrorBody('VALIDATION_ERROR'), details: [{ path: '/headers/host', message: 'is required' }] } });
+    const old = await exchange(server.baseUrl, [`GET /v1/sites HTTP/1.0\r\nAuthorization: ${t.auth}\r\n\r\n`]);
+    expect(parse(old)).toMatchObject({ status: 200, body: { data: expect.any(Array) } });
+  });
+
+  it('an Expect other than 100-continue is ignored and the request served (Node\'s own answer was a bare 417)', async () => {
+    const body = '{"name":"Odd expectation"}';
+    const text = await exchange(server.baseUrl, [post([`Content-Length: ${body.length}`, 'Expect: 999-nonsense', 'Connection: close']) + body]);
+    expect(parse(text)).toMatchObject({ status: 201, body: { name: 'Odd expectation' } });
+  });
+
   it('Expect: 100-continue within the limit: continued, then answered as usual', async () => {
     const body = '{"name":"Asked first"}';
     const text = await exchange(server.baseUrl, [post([`Content-Length: ${body.length}`, 'Expect: 100-continue', 'Connection: close']), body]);

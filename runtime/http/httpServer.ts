@@ -23,9 +23,19 @@ export interface HttpServerSettings {
  *   and never sends it. Without that header the body is read up to the limit before the 413
  *   (closing on a body still arriving could reach the client as a reset, losing the answer), and
  *   a client that stops sending gets the timeout's 408.
+ * - An HTTP/1.1 request without `Host` gets the API's 400; an `Expect` other than 100-continue is
+ *   ignored (Node would answer both with a bare status line).
  */
 export function createHttpServer(app: RequestListener, settings: HttpServerSettings): Server {
-  const server = http.createServer({ connectionsCheckingInterval: 1000 }, app);
+  // Node answers an HTTP/1.1 request without Host itself, with a bare 400: refused here instead,
+  // with the API's error body (RFC 9112 §3.2 requires Host of every HTTP/1.1 request)
+  const server = http.createServer({ connectionsCheckingInterval: 1000, requireHostHeader: false }, (req, res) => {
+    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
+      answerError(res, new ApiError('VALIDATION_ERROR', 'An HTTP/1.1 request needs a Host header', [{ path: '/headers/host', message: 'is required' }]), true);
+      return;
+    }
+    app(req, res);
+  });
   server.requestTimeout = settings.requestTimeoutSeconds * 1000;
   server.headersTimeout = settings.requestTimeoutSeconds * 1000;
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
@@ -41,16 +51,29 @@ export function createHttpServer(app: RequestListener, settings: HttpServerSetti
   });
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if (Number(req.headers['content-length']) > settings.maxBodyBytes) {
-      const requestId = newRequestId();
-      const body = JSON.stringify(errorBody(new ApiError('PAYLOAD_TOO_LARGE', `Request body is larger than ${settings.maxBodyBytes} bytes`), requestId));
-      res.writeHead(413, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': requestId, Connection: 'close' });
-      res.end(body);
+      answerError(res, new ApiError('PAYLOAD_TOO_LARGE', `Request body is larger than ${settings.maxBodyBytes} bytes`), true);
       return;
     }
     res.writeContinue();
     server.emit('request', req, res);
   });
+  // an expectation other than 100-continue: Node would answer a bare 417; the API has nothing to
+  // meet it with and ignores it (RFC 9110 §10.1.1 lets a server do either), serving the request
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    server.emit('request', req, res);
+  });
   return server;
+}
+
+/** The API's error answer on a response `app` never saw (its own X-Request-Id), closing the connection when `close`. */
+function answerError(res: ServerResponse, error: ApiError, close: boolean): void {
+  const requestId = newRequestId();
+  const body = JSON.stringify(errorBody(error, requestId));
+  res.writeHead(error.status, {
+    'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': requestId,
+    ...(close ? { Connection: 'close' } : {}),
+  });
+  res.end(body);
 }
 
 function describe(err: NodeJS.ErrnoException, requestTimeoutSeconds: number): [ErrorCode, string] {

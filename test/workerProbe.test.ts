@@ -184,6 +184,9 @@ describeEachDatabase('npm run worker with WORKER_PORT', (t) => {
     // it let the attempt finish and stored its outcome before exiting
     const delivery = (await t.http.get(`${HOOKS}/${sub.id}/deliveries`).set('Authorization', t.auth).expect(200)).body.data[0];
     expect(delivery).toMatchObject({ status: 'succeeded', attempts: 1, lastResponseStatus: 200 });
+    // and said so, as the API server does
+    const said = worker!.output().split('\n').map((l) => { try { return JSON.parse(l).msg; } catch { return null; } });
+    expect(said).toEqual(expect.arrayContaining(['shutting down: finishing the webhook attempts in flight', 'stopped']));
   }, 30_000);
 }, ENV);
 

@@ -227,6 +227,13 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
   });
   // counted once the outcome is stored; an attempt whose lease was lost meanwhile is another worker's
   if (stored) metrics.webhookAttempts.inc({ outcome: stored });
+  // one line per attempt that did not succeed (a success is the rule: debug), with what the
+  // receiver answered, for an operator following a failing endpoint
+  if (stored) {
+    const line = { deliveryId: delivery.id, subscriptionId: subscription.id, eventId: item.event.id, attempt: attempts, status: outcome.status, outcome: stored, durationMs: Date.parse(finishedAt) - now.getTime() };
+    if (stored === 'succeeded') logger?.debug(line, 'webhook attempt succeeded');
+    else logger?.info({ ...line, excerpt: outcome.excerpt }, 'webhook attempt failed');
+  }
 }
 
 /**

@@ -26,9 +26,11 @@ async function main(): Promise<void> {
   let engine: DeliveryWorker | undefined;
   const schemaWait = new AbortController();
   const waited = waitForSchema(database.knex, logger, schemaWait.signal);
-  const shutdown = () => {
+  const shutdown = (signal: NodeJS.Signals) => {
     if (phase === 'stopping') return;
     phase = 'stopping';
+    const startedAt = Date.now();
+    logger.info({ signal }, 'shutting down: finishing the webhook attempts in flight');
     schemaWait.abort();
     // the database closes only once nothing uses it: the schema's last look, the engine's attempts
     waited
@@ -36,7 +38,13 @@ async function main(): Promise<void> {
       .then(() => engine?.stop())
       .then(() => probes?.close())
       .then(() => database.close())
-      .then(() => process.exit(0), () => process.exit(1));
+      .then(() => {
+        logger.info({ durationMs: Date.now() - startedAt }, 'stopped');
+        process.exit(0);
+      }, (err: unknown) => {
+        logger.error({ err }, 'shutdown could not finish: exiting');
+        process.exit(1);
+      });
   };
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);

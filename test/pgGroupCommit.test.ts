@@ -47,6 +47,16 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
 
   const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
 
+  /** How many deadlocks Postgres has broken in this database so far. */
+  const deadlocks = async () => Number((await t.db.knex.raw('select deadlocks from pg_stat_database where datname = current_database()')).rows[0].deadlocks);
+
+  /** A promise a write waits on (`gate`) until the test opens it. */
+  function aGate(): { gate: Promise<void>; openGate: () => void } {
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => { openGate = resolve; });
+    return { gate, openGate };
+  }
+
   /** A site made by a write request of its own. */
   const createSiteAlone = async (name: string) =>
     (await runWrite(t.db.knex, settings, { orgId, requestId: 'req_site' }, async (trx) => ({ status: 201, body: await createSite(trx, orgId, { name, geofenceRadiusMeters: 150 }) }))).reply.body as Record<string, unknown> & { id: string };
@@ -327,10 +337,8 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     // failing one of them (and its writes run again). With it, Y takes nothing before X commits.
     const second = t.db.openAnother();
     try {
-      const deadlocks = async () => Number((await t.db.knex.raw('select deadlocks from pg_stat_database where datname = current_database()')).rows[0].deadlocks);
       const before = await deadlocks();
-      let openGate!: () => void;
-      const gate = new Promise<void>((resolve) => { openGate = resolve; });
+      const { gate, openGate } = aGate();
       const runs = { x: 0, y: 0 };
       const x = runWrite(t.db.knex, settings, { orgId, requestId: 'req_lock_x' }, async (trx) => {
         runs.x++;
@@ -365,10 +373,8 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     const site = await createSiteAlone('Locked by reads');
     const second = t.db.openAnother();
     try {
-      const deadlocks = async () => Number((await t.db.knex.raw('select deadlocks from pg_stat_database where datname = current_database()')).rows[0].deadlocks);
       const before = await deadlocks();
-      let openGate!: () => void;
-      const gate = new Promise<void>((resolve) => { openGate = resolve; });
+      const { gate, openGate } = aGate();
       const x = runWrite(t.db.knex, settings, { orgId, requestId: 'req_read_lock_x' }, async (trx) => {
         await createLog(trx, orgId, { entityType: 'checkin', entityId: 'read-lock-x', entryType: 'comment', message: 'x', source: 'api' });
         await gate;

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { describeEachDatabase } from './support/testApp';
-import { anyDeliveryDue, finishAttempt } from '../runtime/storage/repositories/webhookDeliveriesRepository';
+import { anyDeliveryDue, finishAttempt, subscriptionsInFlight } from '../runtime/storage/repositories/webhookDeliveriesRepository';
 import { claimDueDeliveries, LAST_ATTEMPT_LOST } from '../runtime/webhooks/deliveryClaims';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { statementsSent, type SentStatement } from './support/sentStatements';
@@ -68,6 +68,15 @@ describeEachDatabase('the delivery poll', (t) => {
     expect(pollPlan.match(/webhook_deliveries_\w+/g)?.filter((name) => name !== 'webhook_deliveries_due_index')).toEqual([]);
     expect(pollPlan).not.toMatch(/Seq Scan on webhook_deliveries|SCAN d\b/);
     expect(pollPlan).toMatch(t.kind === 'postgres' ? /Index Cond: \(\(d\.subscription_id\)::text = \(s\.id\)::text\)|subscription_id\)::text = \(s\.id\)/ : /SEARCH d USING INDEX webhook_deliveries_due_index \(subscription_id=\? AND next_attempt_at<\?\)/);
+  });
+
+  it('counts the attempts under way per subscription through the index of live leases, never the whole table', async () => {
+    // what every claim asks first (deliveryClaims.ts, MAX_IN_FLIGHT_PER_SUBSCRIPTION)
+    const counting = await statementsOf(() => subscriptionsInFlight(t.db.knex, now, 1));
+    expect(counting).toHaveLength(1);
+    const countPlan = await plan(t.db.knex, counting[0]);
+    expect(countPlan).toContain('webhook_deliveries_leased_index');
+    expect(countPlan).not.toMatch(/Seq Scan on webhook_deliveries|SCAN webhook_deliveries/);
   });
 
   it('claims only the active subscription\'s due deliveries, going on past those whose event was purged', async () => {

@@ -223,7 +223,10 @@ export async function countUndelivered(db: Knex, cap: number): Promise<number> {
  * out), read from the index of live leases (migration 0016).
  */
 export async function subscriptionsInFlight(db: Knex, now: string, atLeast: number): Promise<Map<string, number>> {
-  const rows: { subscription_id: string; n: number | string }[] = await db('webhook_deliveries')
+  // SQLite, without statistics, would rather walk (subscription_id, seq) over the whole table to
+  // group without sorting (about 100 ms per 300 000 deliveries, on the event loop): told the index
+  const table = dialectOf(db) === 'postgres' ? 'webhook_deliveries' : db.raw('webhook_deliveries indexed by webhook_deliveries_leased_index');
+  const rows: { subscription_id: string; n: number | string }[] = await db.from(table as string)
     .where('lease_until', '>', now)
     .groupBy('subscription_id')
     .havingRaw('count(*) >= ?', [atLeast])

@@ -68,7 +68,11 @@ async function prepareDatabase(config: Config): Promise<(port: number | undefine
 async function serve(config: Config, logger: Logger, announce?: (port: number | undefined) => void): Promise<void> {
   // a statement unanswered for DATABASE_QUERY_TIMEOUT_SECONDS gives its connection up (prepareDatabase's
   // handle, which migrates, has no such bound)
-  const database = openDatabase(config.databaseUrl, { queryTimeoutMs: config.databaseQueryTimeoutSeconds * 1000 });
+  const database = openDatabase(config.databaseUrl, {
+    queryTimeoutMs: config.databaseQueryTimeoutSeconds * 1000,
+    // a keyed write's prepare step may wait for a webhook target inside its claim's transaction
+    idleInTransactionMs: (config.webhookTimeoutSeconds + config.databaseQueryTimeoutSeconds) * 1000,
+  });
   const { app, ready, close } = createApp(config, { db: database.knex, logger });
   await ready();
 

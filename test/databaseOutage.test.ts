@@ -4,6 +4,7 @@ import { recordExchange } from './support/contractCheck';
 import { createApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
 import { aRequestId } from './support/testApp';
 import { CuttableProxy } from './support/cuttableProxy';
+import { openDatabase } from '../runtime/storage/database';
 
 /**
  * Postgres goes away and comes back, through a TCP proxy between a real server process and the
@@ -221,6 +222,25 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
       await frozen.close();
     }
   }, 60_000);
+
+  it('with a query timeout, Postgres gives up too: each session has a statement_timeout a little shorter and an idle-in-transaction bound, so a timed-out statement leaves no backend waiting behind a lock', async () => {
+    const bounded = openDatabase(db.url, { queryTimeoutMs: 2000, idleInTransactionMs: 9000 });
+    const holder = await db.knex.transaction();
+    try {
+      const show = async (name: string) => (await bounded.knex.raw(`show ${name}`)).rows[0][name];
+      expect({ statement: await show('statement_timeout'), idle: await show('idle_in_transaction_session_timeout') }).toEqual({ statement: '1500ms', idle: '9s' });
+      // a statement waiting on a lock is cancelled by Postgres before the client gives up: its
+      // backend is free again (the client's timeout alone left it queued behind the lock)
+      await holder.raw('lock table sites in access exclusive mode');
+      const backends = async () => Number((await db.knex.raw("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()")).rows[0].n);
+      const refused = await bounded.knex('sites').first().then(() => 'answered', (err: { code?: string }) => err.code);
+      expect(refused).toBe('57014'); // query_canceled: the server's statement_timeout, not the client's
+      expect(await backends()).toBe(0);
+    } finally {
+      await holder.rollback();
+      await bounded.close();
+    }
+  });
 
   it('a statement the database gives up on (statement_timeout set in DATABASE_URL, a table locked meanwhile) answers 503 with Retry-After, not 500', async () => {
     const url = new URL(db.url);

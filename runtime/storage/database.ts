@@ -27,6 +27,12 @@ export interface DatabaseOptions {
    * (node-postgres' `query_timeout`; none by default). See openDatabase.
    */
   queryTimeoutMs?: number;
+  /**
+   * Postgres only, with queryTimeoutMs: how long a session may sit in an open transaction without
+   * a statement before Postgres ends it (`idle_in_transaction_session_timeout`). Longer than any
+   * wait the server makes inside a transaction on purpose (a keyed write's `prepare` step).
+   */
+  idleInTransactionMs?: number;
 }
 
 /**
@@ -97,13 +103,31 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
     log: KNEX_LOG,
     connection: {
       connectionString: url, connectionTimeoutMillis: 1000, keepAlive: true, pipeline: true, types: { getTypeParser: pgTypeParser },
-      ...(options.queryTimeoutMs ? { query_timeout: options.queryTimeoutMs } : {}),
+      ...(options.queryTimeoutMs ? serverSideBounds(url, options.queryTimeoutMs, options.idleInTransactionMs) : {}),
     } as Knex.PgConnectionConfig,
     searchPath: options.schema ? [options.schema] : undefined,
     acquireConnectionTimeout: 1500,
     pool: { min: 0, max: options.poolMax ?? 10 },
   });
   return { knex: db, dialect: 'postgres', close: () => db.destroy() };
+}
+
+/**
+ * The client's `query_timeout` and what makes the server give up too. On the timeout node-postgres
+ * only closes the socket: a statement waiting on a lock would keep its backend, and its locks, until
+ * it got the lock, and every timed-out request would leave one more (a migration's table lock held
+ * for minutes could exhaust max_connections). So each session also gets a `statement_timeout`
+ * a little shorter (Postgres cancels the statement itself, and the connection stays usable), and
+ * an `idle_in_transaction_session_timeout`, which ends a transaction whose client went away in
+ * the middle of it (a partition) instead of leaving it holding the organization's write lock until
+ * TCP gives up. Settings given in DATABASE_URL's `options` win: they are left as they are.
+ */
+function serverSideBounds(url: string, queryTimeoutMs: number, idleInTransactionMs?: number): Record<string, number> {
+  return {
+    query_timeout: queryTimeoutMs,
+    ...(/statement_timeout/.test(url) ? {} : { statement_timeout: Math.max(1, queryTimeoutMs - Math.min(1000, Math.floor(queryTimeoutMs / 4))) }),
+    ...(idleInTransactionMs === undefined || /idle_in_transaction_session_timeout/.test(url) ? {} : { idle_in_transaction_session_timeout: idleInTransactionMs }),
+  };
 }
 
 /**

@@ -18,7 +18,11 @@ import { EnginePhase, listenForProbes, ProbeServer } from './probeServer';
 async function main(): Promise<void> {
   const config = configOrExit();
   const logger = pino({ level: config.logLevel });
-  const database = openDatabase(config.databaseUrl, { queryTimeoutMs: config.databaseQueryTimeoutSeconds * 1000 });
+  const database = openDatabase(config.databaseUrl, {
+    queryTimeoutMs: config.databaseQueryTimeoutSeconds * 1000,
+    // a keyed write's prepare step may wait for a webhook target inside its claim's transaction
+    idleInTransactionMs: (config.webhookTimeoutSeconds + config.databaseQueryTimeoutSeconds) * 1000,
+  });
   observeDatabasePool(database.knex); // this process's pool on its /metrics, as the API server's on its own
   let phase: EnginePhase = 'waiting';
   const probes = config.workerPort === undefined ? undefined : await listenOrExit(config, config.workerPort, database, logger, () => phase);

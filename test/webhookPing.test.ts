@@ -1,6 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import { describeEachDatabase, anError, aTimestamp } from './support/testApp';
 import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
+import { MAX_PINGS_UNDER_WAY } from '../runtime/domain/webhookSubscriptions';
 
 // pingIntegrationSubscription: POST /v1/integrations/{partner}/subscriptions/{id}/pings sends one
 // signed `webhook.ping` to the target now and answers what the target answered; nothing is
@@ -63,6 +64,19 @@ describeEachDatabase('pingIntegrationSubscription', (t) => {
     const res = await ping(auth, subscription.id).expect(200);
     expect(res.body).toMatchObject({ succeeded: false, responseStatus: null, responseExcerpt: 'timed out after 1 s' });
     expect(res.body.durationMs).toBeGreaterThanOrEqual(900);
+  });
+
+  it(`waits on at most ${MAX_PINGS_UNDER_WAY} targets at once per process: another ping meanwhile answers 503 with Retry-After, and works once they are done`, async () => {
+    const { auth, subscription } = await setup('/ping-crowd', 'org-ping-crowd');
+    receiver.answer((request) => (request.path === '/ping-crowd' ? { status: 200, hang: true } : { status: 200 }));
+    const answers = await Promise.all(Array.from({ length: MAX_PINGS_UNDER_WAY + 1 }, (_, i) => ping(auth, subscription.id).set('Idempotency-Key', `crowd-${i}`)));
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses).toEqual([...Array(MAX_PINGS_UNDER_WAY).fill(200), 503]);
+    const refused = answers.find((a) => a.status === 503)!;
+    expect(refused.body).toEqual(anError('SERVICE_UNAVAILABLE'));
+    expect(refused.headers['retry-after']).toBe('1');
+    receiver.answer(() => ({ status: 204 }));
+    expect((await ping(auth, subscription.id).expect(200)).body).toMatchObject({ succeeded: true });
   });
 
   it('pings a paused subscription (a receiver is checked before resuming), and signs with both secrets during a rotation', async () => {

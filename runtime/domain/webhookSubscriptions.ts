@@ -235,6 +235,28 @@ export async function pingSubscription(
   reads: Knex, orgId: string, partner: string, id: string,
   settings: { timeoutSeconds: number; allowPrivateTargets: boolean },
 ): Promise<PingResult> {
+  // the wait is the target's, which the caller chooses; on Postgres a keyed request holds a
+  // pooled connection meanwhile (http/handler.ts, `prepare`), so a process waits on a few at most
+  if (pingsUnderWay >= MAX_PINGS_UNDER_WAY) {
+    throw new ApiError('SERVICE_UNAVAILABLE', `${MAX_PINGS_UNDER_WAY} test messages are under way in this server process; retry in a moment`, undefined, { 'Retry-After': '1' });
+  }
+  pingsUnderWay++;
+  try {
+    return await sendPing(reads, orgId, partner, id, settings);
+  } finally {
+    pingsUnderWay--;
+  }
+}
+
+/** Test messages waiting for their target's answer in this process (pingSubscription). */
+let pingsUnderWay = 0;
+/** A bound on this process's own resources (its database pool), not a shared budget: per process. */
+export const MAX_PINGS_UNDER_WAY = 2;
+
+async function sendPing(
+  reads: Knex, orgId: string, partner: string, id: string,
+  settings: { timeoutSeconds: number; allowPrivateTargets: boolean },
+): Promise<PingResult> {
   const row = await subscriptionRow(reads, orgId, partner, id);
   const sentAt = new Date();
   const message: PingMessage = {

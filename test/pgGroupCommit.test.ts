@@ -9,6 +9,7 @@ import { runWrite } from '../runtime/idempotency/writes';
 import { fingerprint } from '../runtime/idempotency/request';
 import { ApiError } from '../runtime/errors';
 import { MAX_PG_BATCH } from '../runtime/storage/pgGroupCommit';
+import { isDatabaseUnavailable } from '../runtime/storage/databaseErrors';
 import type { Reply } from '../runtime/reply';
 
 // On Postgres the write requests of one turn of the event loop share one transaction and its
@@ -283,10 +284,25 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     });
     const results = await Promise.allSettled([cut, ...writes].map((w, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_l${i}` }, w.work)));
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    // each is told the database is unavailable (a 503 to retry with its key), never a bare error (a 500)
+    expect(results.map((r) => isDatabaseUnavailable((r as PromiseRejectedResult).reason))).toEqual([true, true, true]);
     expect([cut, ...writes].map((w) => w.ran.count)).toEqual([1, 1, 1]);
     expect(await writers(['lost-cut', ...ids('lost', 2)])).toEqual({});
     // the pool replaced the lost connection: the next write commits
     expect((await runWrite(t.db.knex, settings, { orgId, requestId: 'req_l_after' }, logWrite('lost-after').work)).reply.status).toBe(201);
+  });
+
+  itOnPostgres('a batch that failed and lost its connection before its ROLLBACK tells the other writes the database is unavailable (503), not a bare error (500)', async () => {
+    const writes = ids('lost-failed', 2).map((e) => logWrite(e));
+    const failing = logWrite('lost-failed-cut', async (trx) => {
+      const { rows } = await trx.raw('select pg_backend_pid() as pid');
+      await t.db.knex.raw('select pg_terminate_backend(?)', [rows[0].pid]);
+      throw new ApiError('INVALID_TRANSITION', 'refused after the write, the connection gone meanwhile');
+    });
+    const results = await Promise.allSettled([failing, ...writes].map((w, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_lf${i}` }, w.work)));
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect(results.slice(1).map((r) => isDatabaseUnavailable((r as PromiseRejectedResult).reason))).toEqual([true, true]);
+    expect(await writers(['lost-failed-cut', ...ids('lost-failed', 2)])).toEqual({});
   });
 
   itOnPostgres("a write's statement through Knex, written on the shared connection behind another write's statements that wait in the socket's buffer, is answered", async () => {
@@ -347,14 +363,14 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
         return { status: 201, body: await createSite(trx, orgId, { name: 'lock-x', geofenceRadiusMeters: 100 }) };
       });
       // X holds its locks (its log's event is in) before Y begins
-      for (let i = 0; i < 200 && !(await someoneHolds(t.db.knex, 'events')); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (let i = 0; i < 200 && !(await someoneHolds(t.db.knex, 'events')); i++) await new Promise((resolve) => setTimeout(resolve, 25));
       const y = runWrite(second.knex, settings, { orgId, requestId: 'req_lock_y' }, async (trx) => {
         runs.y++;
         await createSite(trx, orgId, { name: 'lock-y', geofenceRadiusMeters: 100 });
         return { status: 201, body: await createLog(trx, orgId, { entityType: 'checkin', entityId: 'lock-y', entryType: 'comment', message: 'y', source: 'api' }) };
       });
       // Y is waiting for a lock X holds
-      for (let i = 0; i < 200 && !(await someoneWaits(t.db.knex)); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (let i = 0; i < 200 && !(await someoneWaits(t.db.knex)); i++) await new Promise((resolve) => setTimeout(resolve, 25));
       expect(await someoneWaits(t.db.knex)).toBe(true);
       openGate();
       const results = await Promise.all([x, y]);
@@ -380,11 +396,11 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
         await gate;
         return { status: 200, body: await updateSite(trx, orgId, site.id, { address: 'by x' }) };
       });
-      for (let i = 0; i < 200 && !(await someoneHolds(t.db.knex, 'events')); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (let i = 0; i < 200 && !(await someoneHolds(t.db.knex, 'events')); i++) await new Promise((resolve) => setTimeout(resolve, 25));
       const y = runWrite(second.knex, settings, { orgId, requestId: 'req_read_lock_y' }, async (trx) => ({
         status: 200, body: await updateSite(trx, orgId, site.id, { name: 'by y' }),
       }));
-      for (let i = 0; i < 200 && !(await someoneWaits(t.db.knex)); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (let i = 0; i < 200 && !(await someoneWaits(t.db.knex)); i++) await new Promise((resolve) => setTimeout(resolve, 25));
       expect(await someoneWaits(t.db.knex)).toBe(true);
       // Y waits holding nothing of the site: another transaction may lock its row at once
       const probe = await t.db.knex.transaction((trx) => trx.raw('select id from sites where id = ? for update nowait', [site.id])).then(() => 'row free', (err: Error) => err.message);

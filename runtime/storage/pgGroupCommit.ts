@@ -146,7 +146,7 @@ class PgBatch {
     // connection proves nothing was kept (the COMMIT, if it reached Postgres, rolled back)
     const rolledBack = (await rollBackAndRelease(this.pool, conn)) || outcome === 'rolled back';
     if (rolledBack) this.end.resolve('rolled back');
-    else this.end.reject(failure ?? new Error('The group commit was lost with its connection.'));
+    else this.end.reject(failure ?? new BatchConnectionLost());
   }
 }
 
@@ -210,6 +210,18 @@ function batchToJoin(db: Knex, orgId: string, alone: boolean): PgBatch {
   batch.members++;
   if (batch.members >= MAX_PG_BATCH) batch.close();
   return batch;
+}
+
+/**
+ * A batch whose connection was lost before it could end, its outcome unknown to its members: the
+ * database is unavailable to them, as for any lost connection (a 503 to retry, with the
+ * Idempotency-Key), not a failure of their own (databaseErrors.ts, isDatabaseUnavailable).
+ */
+class BatchConnectionLost extends Error {
+  readonly code = 'ECONNRESET';
+  constructor() {
+    super('The group commit was lost with its connection.');
+  }
 }
 
 /** Thrown by a member's commit when its batch rolled back: the request runs again, alone. */

@@ -220,7 +220,14 @@ function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
  * parse, since a typo in the scheme is the commonest mistake.
  */
 export function withoutPassword(url: string): string {
-  return url.replace(/(\/\/[^:@/\s]*:)[^@\s]*@/, '$1***@').replace(/([?&]password=)[^&]*/gi, '$1***');
+  // the user part runs from the scheme's `//` (or its `:` when a slash is missing) to the last `@`:
+  // whatever follows the user's `:` in it is the password, spaces and `@`s included
+  const at = url.lastIndexOf('@');
+  const slashes = url.indexOf('//');
+  const start = slashes >= 0 && slashes < at ? slashes + 2 : url.indexOf(':') + 1;
+  const colon = at < 0 ? -1 : url.indexOf(':', start);
+  const masked = colon >= 0 && colon < at ? `${url.slice(0, colon + 1)}***${url.slice(at)}` : url;
+  return masked.replace(/([?&]password=)[^&]*/gi, '$1***');
 }
 
 function databaseUrl(env: NodeJS.ProcessEnv): string {

@@ -208,6 +208,9 @@ for (const { store, database, env } of stores) {
       }
       // ten refusals from the address (its budget is 3): a valid key from it still gets in
       await http.get('/v1/sites').set(from).set('Authorization', await newKey()).expect(200);
+      // past its own budget (5), the old key is told to slow down, not answered for ever
+      const limitedOld = await http.get('/v1/sites').set(from).set('Authorization', `Bearer ${revoked.secret}`).expect(429);
+      expect(limitedOld.headers['retry-after']).toMatch(/^\d+$/);
     });
 
     if (store !== 'memory') {

@@ -51,6 +51,9 @@ describe('configuration', () => {
     ['DATABASE_URL', 'mysql://app:S3cret@db.internal/fieldops', 'DATABASE_URL="mysql://app:***@db.internal/fieldops" is invalid'],
     ['DATABASE_URL', 'postgress://app@db/fieldops?password=S3cret', 'DATABASE_URL="postgress://app@db/fieldops?password=***" is invalid'],
     ['REDIS_URL', 'redis//:S3cret@10.0.0.1:6379', 'REDIS_URL="redis//:***@10.0.0.1:6379" is invalid'],
+    ['REDIS_URL', 'redis://:my S3cret@10.0.0.1:6379', 'REDIS_URL="redis://:***@10.0.0.1:6379" is invalid'],
+    ['DATABASE_URL', 'postgres:/app:S3cret@db/fieldops', 'DATABASE_URL="postgres:/app:***@db/fieldops" is invalid'],
+    ['DATABASE_URL', 'postgress://app:p@S3cret@db/fieldops', 'DATABASE_URL="postgress://app:***@db/fieldops" is invalid'],
     // valid alone, not together with the rest
     ['RATE_LIMIT_STORE', 'redis', 'RATE_LIMIT_STORE=redis needs REDIS_URL'],
     ['RATE_LIMIT_STORE', 'postgres', 'RATE_LIMIT_STORE=postgres needs a Postgres DATABASE_URL'],

@@ -182,7 +182,9 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
       // request of it, not against its address (and logged with its id)
       if (outcome.error instanceof InactiveKeyError) {
         contextOf(res).apiKeyId = outcome.error.keyId;
-        setFields(res, [[perKey, (await consume(perKey, outcome.error.keyId)).result]]);
+        const counted = await consume(perKey, outcome.error.keyId);
+        setFields(res, [[perKey, counted.result]]);
+        if (counted.over) throw limited(res, [[perKey, counted.result]], `Rate limit exceeded: ${perKey.quota} requests per minute for this API key`);
         throw outcome.error;
       }
       if (outcome.error instanceof ApiError && outcome.error.code === 'UNAUTHENTICATED') {

@@ -58,6 +58,30 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     return { gate, openGate };
   }
 
+  /** Counts the pooled connections held at once, until restore(). */
+  function heldConnections(): { most(): number; restore(): void } {
+    const pool = t.db.knex.client as unknown as { acquireConnection(): Promise<unknown>; releaseConnection(conn: unknown): Promise<unknown> };
+    const { acquireConnection, releaseConnection } = pool;
+    let held = 0;
+    let most = 0;
+    pool.acquireConnection = async function (this: unknown) {
+      const conn = await acquireConnection.call(this);
+      most = Math.max(most, ++held);
+      return conn;
+    };
+    pool.releaseConnection = async function (this: unknown, conn: unknown) {
+      held--;
+      return releaseConnection.call(this, conn);
+    };
+    return {
+      most: () => most,
+      restore() {
+        pool.acquireConnection = acquireConnection;
+        pool.releaseConnection = releaseConnection;
+      },
+    };
+  }
+
   /** A site made by a write request of its own. */
   const createSiteAlone = async (name: string) =>
     (await runWrite(t.db.knex, settings, { orgId, requestId: 'req_site' }, async (trx) => ({ status: 201, body: await createSite(trx, orgId, { name, geofenceRadiusMeters: 150 }) }))).reply.body as Record<string, unknown> & { id: string };
@@ -79,19 +103,7 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
   itOnPostgres("a burst of one organization's writes, one per turn, holds one pooled connection at a time and shares fewer batches", async () => {
     // each batch's work takes a while, so that without the wait each turn's batch would take a
     // connection of its own and queue on the organization's write lock with it
-    const pool = t.db.knex.client as unknown as { acquireConnection(): Promise<unknown>; releaseConnection(conn: unknown): Promise<unknown> };
-    const { acquireConnection, releaseConnection } = pool;
-    let held = 0;
-    let most = 0;
-    pool.acquireConnection = async function (this: unknown) {
-      const conn = await acquireConnection.call(this);
-      most = Math.max(most, ++held);
-      return conn;
-    };
-    pool.releaseConnection = async function (this: unknown, conn: unknown) {
-      held--;
-      return releaseConnection.call(this, conn);
-    };
+    const held = heldConnections();
     try {
       const entities = ids('burst', 24);
       const pending: Promise<{ reply: Reply }>[] = [];
@@ -101,12 +113,11 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
       }
       const results = await Promise.all(pending);
       expect(results.map((r) => r.reply.status)).toEqual(entities.map(() => 201));
-      expect(most).toBe(1);
+      expect(held.most()).toBe(1);
       // the writes that came while a batch ran shared the next one
       expect(new Set(Object.values(await writers(entities))).size).toBeLessThan(entities.length / 2);
     } finally {
-      pool.acquireConnection = acquireConnection;
-      pool.releaseConnection = releaseConnection;
+      held.restore();
     }
   });
 
@@ -145,8 +156,11 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     const failing = logWrite('rerun-failing', async () => {
       throw new ApiError('INVALID_TRANSITION', 'refused after the write');
     });
-    const results = await Promise.allSettled([failing, ...writes].map((w, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_r${i}` }, w.work)));
+    const held = heldConnections();
+    const results = await Promise.allSettled([failing, ...writes].map((w, i) => runWrite(t.db.knex, settings, { orgId, requestId: `req_r${i}` }, w.work))).finally(() => held.restore());
     expect(results[0]).toMatchObject({ status: 'rejected', reason: { code: 'INVALID_TRANSITION' } });
+    // run again one after the other, each waiting for the one before before it takes a connection
+    expect(held.most()).toBe(1);
     expect(results.slice(1).map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
     // once in the batch, once alone
     expect([failing, ...writes].map((w) => w.ran.count)).toEqual([2, 2, 2, 2]);

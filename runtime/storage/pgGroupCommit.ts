@@ -184,11 +184,21 @@ function ofPool(byPool: WeakMap<object, Map<string, PgBatch>>, pool: object): Ma
  * A batch of its own (`alone`) neither waits nor is waited for: a write with a step that waits on
  * the network must not hold up the others (inBatchOfItsOwn).
  */
-function batchToJoin(db: Knex, orgId: string, alone: boolean): PgBatch {
+function batchToJoin(db: Knex, orgId: string, alone: boolean, rerun = false): PgBatch {
   const pool = db.client as unknown as ConnectionPool;
+  const last = ofPool(lastBatches, pool);
   if (alone) {
-    // a batch of its own, closed to others from the start
-    const own = new PgBatch(pool, orgId);
+    // a batch of its own, closed to others from the start. A write of a rolled-back batch run
+    // again (`rerun`) takes its connection, like a shared batch, once the organization's batch
+    // before it has ended, so that those writes hold one pooled connection at a time, not one
+    // each; a write with a step that waits on the network neither waits nor is waited for
+    const own = new PgBatch(pool, orgId, rerun ? last.get(orgId)?.ended : undefined);
+    if (rerun) {
+      last.set(orgId, own);
+      void own.ended.then(() => {
+        if (last.get(orgId) === own) last.delete(orgId);
+      });
+    }
     own.members++;
     own.close();
     return own;
@@ -196,7 +206,6 @@ function batchToJoin(db: Knex, orgId: string, alone: boolean): PgBatch {
   const open = ofPool(openBatches, pool);
   let batch = open.get(orgId);
   if (batch === undefined) {
-    const last = ofPool(lastBatches, pool);
     const opened = new PgBatch(pool, orgId, last.get(orgId)?.ended);
     open.set(orgId, opened);
     last.set(orgId, opened);
@@ -291,6 +300,8 @@ interface Scope {
   orgId: string;
   /** A batch of its own (the run again after a rollback), not shared with other requests. */
   alone: boolean;
+  /** The run again of a write whose batch rolled back (batchToJoin chains it behind the organization's batch before it). */
+  rerun?: boolean;
   member?: BatchMember;
   batch?: PgBatch;
 }
@@ -306,7 +317,7 @@ export async function joinBatchOf(db: Knex): Promise<WriteTransaction | undefine
   // after one of them rolled back would repeat the other's work
   if (scope.batch !== undefined) throw new Error('A batched write runs one write transaction.');
   const real = (db as unknown as { [REAL]: Knex })[REAL];
-  const batch = batchToJoin(real, scope.orgId, scope.alone);
+  const batch = batchToJoin(real, scope.orgId, scope.alone, scope.rerun);
   scope.batch = batch;
   let conn: PgClient;
   try {
@@ -364,7 +375,7 @@ const REAL = Symbol('the handle under a batching handle');
  */
 export async function inBatchOrAlone<T>(db: Knex, orgId: string, attempt: (db: Knex) => Promise<T>): Promise<T> {
   const first = await attemptIn(db, { orgId, alone: false }, attempt);
-  if (first.rolledBack) return (await attemptIn(db, { orgId, alone: true }, attempt)).answer();
+  if (first.rolledBack) return (await attemptIn(db, { orgId, alone: true, rerun: true }, attempt)).answer();
   return first.answer();
 }
 

@@ -209,8 +209,10 @@ function fullKnex(base: Knex.Client & { valueForUndefined: unknown; version?: st
         if (!plain || locking || takesALock(queryParam)) loan.beforeWaiting?.();
         const answered = await super.query(connection, queryParam);
         if (locking && loan.onLockedRows) {
+          // rows are told apart by their `id` (every table a write locks has one); a read that
+          // selects no id has nothing to tell them by
           const rows = (answered as { response?: { rows?: { id?: unknown }[] } }).response?.rows ?? [];
-          loan.onLockedRows(lockedTable(queryParam), rows.map((row) => String(row.id)));
+          loan.onLockedRows(lockedTable(queryParam), rows.flatMap((row) => (row.id === undefined || row.id === null ? [] : [String(row.id)])));
         }
         return answered;
       }
@@ -247,9 +249,9 @@ function locksRows(queryParam: unknown): boolean {
   return sql !== undefined && /^\s*select\b/i.test(sql) && /\bfor\s+(no\s+key\s+)?(update|share|key\s+share)\b/i.test(sql);
 }
 
-/** The first table a locking read names (`from "sites"`, `from "runs" left join …`). */
+/** The first table a locking read names (`from "sites"`, `from "runs" left join …`, `from "schema"."sites"`). */
 function lockedTable(queryParam: unknown): string {
-  return /\bfrom\s+"?([\w.]+)"?/i.exec(sqlOf(queryParam) ?? '')?.[1] ?? '';
+  return /\bfrom\s+(?:"?\w+"?\.)?"?(\w+)"?/i.exec(sqlOf(queryParam) ?? '')?.[1] ?? '';
 }
 
 /** A raw text that takes an advisory lock (the ordered inserts' `select pg_advisory_xact_lock(…)`). */

@@ -20,16 +20,23 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
   let auth: string;
   let orgId: string;
 
+  /** A TCP proxy of its own in front of the test database, and DATABASE_URL through it. */
+  async function proxiedDatabase(): Promise<{ proxy: CuttableProxy; url: string }> {
+    const target = new URL(db.url);
+    const started = await CuttableProxy.start(target.hostname, Number(target.port || 5432));
+    const via = new URL(db.url);
+    via.host = `127.0.0.1:${started.port}`;
+    return { proxy: started, url: via.toString() };
+  }
+
   beforeAll(async () => {
     db = await postgres!.create();
-    const target = new URL(db.url);
-    proxy = await CuttableProxy.start(target.hostname, Number(target.port || 5432));
-    const viaProxy = new URL(db.url);
-    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    const proxied = await proxiedDatabase();
+    proxy = proxied.proxy;
     const created = await createApiKey(db.knex, { scopes: ALL_SCOPES });
     auth = `Bearer ${created.secret}`;
     orgId = (await db.knex('api_keys').where({ id: created.key.id }).first('org_id')).org_id;
-    server = await startServerProcess({ databaseUrl: viaProxy.toString() });
+    server = await startServerProcess({ databaseUrl: proxied.url });
   });
   afterAll(async () => {
     await server?.stop();
@@ -159,11 +166,8 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
 
   it('SIGTERM while the network to Postgres passes nothing: the process exits 1 soon after SHUTDOWN_TIMEOUT_SECONDS, never held by a statement that will not end', async () => {
     // a server of its own: this one is stopped by the test
-    const target = new URL(db.url);
-    const frozen = await CuttableProxy.start(target.hostname, Number(target.port || 5432));
-    const viaFrozen = new URL(db.url);
-    viaFrozen.host = `127.0.0.1:${frozen.port}`;
-    const doomed = await startServerProcess({ databaseUrl: viaFrozen.toString(), env: { SHUTDOWN_TIMEOUT_SECONDS: '1' } });
+    const { proxy: frozen, url: viaFrozen } = await proxiedDatabase();
+    const doomed = await startServerProcess({ databaseUrl: viaFrozen, env: { SHUTDOWN_TIMEOUT_SECONDS: '1' } });
     try {
       await fetch(`${doomed.baseUrl}/v1/sites`, { headers: { Authorization: auth } }); // a pooled connection, open
       frozen.freeze();
@@ -185,11 +189,8 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
   it('a partition in mid-use (the network passes nothing and closes nothing): each request answers 503 within DATABASE_QUERY_TIMEOUT_SECONDS, never hangs, and the server recovers by itself', async () => {
     // TCP acknowledges what the proxy buffers, so neither keepalive nor the connect timeout sees
     // anything wrong: only the statement's own timeout gives the connection up (storage/database.ts)
-    const target = new URL(db.url);
-    const frozen = await CuttableProxy.start(target.hostname, Number(target.port || 5432));
-    const via = new URL(db.url);
-    via.host = `127.0.0.1:${frozen.port}`;
-    const stalled = await startServerProcess({ databaseUrl: via.toString(), env: { DATABASE_QUERY_TIMEOUT_SECONDS: '1' } });
+    const { proxy: frozen, url: via } = await proxiedDatabase();
+    const stalled = await startServerProcess({ databaseUrl: via, env: { DATABASE_QUERY_TIMEOUT_SECONDS: '1' } });
     const send = (method: string, path: string, body?: object, key?: string) =>
       fetch(`${stalled.baseUrl}${path}`, {
         method,

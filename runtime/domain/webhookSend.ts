@@ -16,6 +16,11 @@ export interface SendOptions {
   allowPrivate: boolean;
 }
 
+/** Whether the target accepted the message: any 2xx (a 3xx is not followed, so it is not one). */
+export function accepted(outcome: AttemptOutcome): boolean {
+  return outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
+}
+
 const EXCERPT_CHARS = 200;
 
 /**

@@ -6,7 +6,7 @@ import { newId } from '../ids';
 import { normalizeTimestamp, nowIso } from '../time';
 import { checkTarget } from './webhookTargets';
 import { newSigningSecret, signatureHeaders, signingSecrets } from './webhookSigning';
-import { postWebhook } from './webhookSend';
+import { accepted, postWebhook } from './webhookSend';
 import { isKnownPartner } from './integrationCatalog';
 import { retentionCutoff } from './events';
 import { eventIdsInWindow } from '../storage/repositories/eventsRepository';
@@ -275,7 +275,7 @@ async function sendPing(
     targetUrl: row.target_url,
     sentAt: message.timestamp,
     durationMs: Math.max(0, Date.now() - sentAt.getTime()),
-    succeeded: outcome.status !== null && outcome.status >= 200 && outcome.status < 300,
+    succeeded: accepted(outcome),
     responseStatus: outcome.status,
     responseExcerpt: outcome.excerpt,
   };

@@ -165,6 +165,7 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
   const perKey: Policy = { name: 'per-key', quota: config.perMinute, limiter: limiter('per-key', config.perMinute) };
   const ingest: Policy = { name: 'ingest', quota: config.ingestBatchesPerMinute, limiter: limiter('ingest', config.ingestBatchesPerMinute) };
   const authFailures: Policy = { name: 'auth-failures', quota: config.authFailuresPerMinute, limiter: limiter('auth-failures', config.authFailuresPerMinute) };
+  const perKeyExceeded = `Rate limit exceeded: ${perKey.quota} requests per minute for this API key`;
 
   async function admit(req: Request, res: Response, operationId: string, authenticate: () => Promise<Principal>): Promise<Principal> {
     const address = clientAddress(req);
@@ -184,7 +185,7 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
         contextOf(res).apiKeyId = outcome.error.keyId;
         const counted = await consume(perKey, outcome.error.keyId);
         setFields(res, [[perKey, counted.result]]);
-        if (counted.over) throw limited(res, [[perKey, counted.result]], `Rate limit exceeded: ${perKey.quota} requests per minute for this API key`);
+        if (counted.over) throw limited(res, [[perKey, counted.result]], perKeyExceeded);
         throw outcome.error;
       }
       if (outcome.error instanceof ApiError && outcome.error.code === 'UNAUTHENTICATED') {
@@ -205,7 +206,7 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
     if (over.length) {
       throw limited(res, over, over.some(([p]) => p.name === 'ingest')
         ? `Rate limit exceeded: ${ingest.quota} sensor-reading batches per minute for this API key`
-        : `Rate limit exceeded: ${perKey.quota} requests per minute for this API key`);
+        : perKeyExceeded);
     }
     contextOf(res).rateLimit = 'allowed';
     return principal;

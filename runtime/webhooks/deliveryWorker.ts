@@ -8,7 +8,7 @@ import { toEvent } from '../storage/repositories/eventsRepository';
 import { anyDeliveryDue, ClaimedDelivery, finishAttempt, insertDeliveryAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
 import { claimDueDeliveries } from './deliveryClaims';
 import { currentTargetOf, disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
-import { AttemptOutcome, postWebhook } from '../domain/webhookSend';
+import { accepted, AttemptOutcome, postWebhook } from '../domain/webhookSend';
 import { signatureHeaders, signingSecrets } from '../domain/webhookSigning';
 import { metrics } from '../observability/metrics';
 
@@ -170,7 +170,7 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
     updated_at: finishedAt,
   };
   const token = delivery.lease_token!;
-  const ok = outcome.status !== null && outcome.status >= 200 && outcome.status < 300;
+  const ok = accepted(outcome);
   const storeOutcome = async (trx: Knex): Promise<'succeeded' | 'failed' | 'abandoned' | undefined> => {
     // the subscription's row first, then the delivery's: the order a change of the subscription
     // takes them in (webhookSubscriptions.ts, updateSubscription), so the two never deadlock

@@ -226,7 +226,7 @@ export async function subscriptionsInFlight(db: Knex, now: string, atLeast: numb
   // SQLite, without statistics, would rather walk (subscription_id, seq) over the whole table to
   // group without sorting (about 100 ms per 300 000 deliveries, on the event loop): told the index
   const table = dialectOf(db) === 'postgres' ? 'webhook_deliveries' : db.raw('webhook_deliveries indexed by webhook_deliveries_leased_index');
-  const rows: { subscription_id: string; n: number | string }[] = await db.from(table as string)
+  const rows: { subscription_id: string; n: number | string }[] = await db.from(table)
     .where('lease_until', '>', now)
     .groupBy('subscription_id')
     .havingRaw('count(*) >= ?', [atLeast])

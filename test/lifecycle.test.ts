@@ -130,7 +130,7 @@ for (const kind of testDatabases) {
       } finally {
         await fresh.destroy();
       }
-    });
+    }, 90_000); // a primary, two workers and a replacement: four processes to start
   });
 }
 

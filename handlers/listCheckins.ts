@@ -1,12 +1,7 @@
-import { defineHandler, pageOf } from '../runtime/http/handler';
+import { defineHandler, filtersOf, pageOf } from '../runtime/http/handler';
 import { listCheckins } from '../runtime/storage/repositories/checkinsRepository';
 
 export default defineHandler('listCheckins', async ({ db, principal, query }) => ({
   status: 200,
-  body: await listCheckins(
-    db,
-    principal.orgId,
-    { userId: query.userId, siteId: query.siteId, status: query.status },
-    pageOf(query),
-  ),
+  body: await listCheckins(db, principal.orgId, filtersOf(query), pageOf(query)),
 }));

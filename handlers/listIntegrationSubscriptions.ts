@@ -1,4 +1,4 @@
-import { defineHandler, pageOf } from '../runtime/http/handler';
+import { defineHandler, filtersOf, pageOf } from '../runtime/http/handler';
 import { notFound } from '../runtime/errors';
 import { isKnownPartner } from '../runtime/domain/integrationCatalog';
 import { listWebhookSubscriptions } from '../runtime/storage/repositories/webhookSubscriptionsRepository';
@@ -11,7 +11,7 @@ export default defineHandler('listIntegrationSubscriptions', async ({ db, princi
       db,
       principal.orgId,
       path.partner,
-      { triggerKey: query.triggerKey, status: query.status },
+      filtersOf(query),
       pageOf(query),
     ),
   };

@@ -1,7 +1,7 @@
-import { defineHandler, pageOf } from '../runtime/http/handler';
+import { defineHandler, filtersOf, pageOf } from '../runtime/http/handler';
 import { listLogs } from '../runtime/storage/repositories/logsRepository';
 
 export default defineHandler('listLogs', async ({ db, principal, query }) => ({
   status: 200,
-  body: await listLogs(db, principal.orgId, { entityType: query.entityType, entityId: query.entityId }, pageOf(query)),
+  body: await listLogs(db, principal.orgId, filtersOf(query), pageOf(query)),
 }));

@@ -1,4 +1,4 @@
-import { defineHandler, pageOf } from '../runtime/http/handler';
+import { defineHandler, filtersOf, pageOf } from '../runtime/http/handler';
 import { invalidField } from '../runtime/errors';
 import { normalizeTimestamp } from '../runtime/time';
 import { listSensorReadings } from '../runtime/storage/repositories/sensorReadingsRepository';
@@ -10,6 +10,6 @@ export default defineHandler('listSensorReadings', async ({ db, principal, query
   if (occurredAfter !== undefined && occurredBefore !== undefined && occurredBefore <= occurredAfter) {
     throw invalidField('/query/occurredBefore', 'must be later than occurredAfter');
   }
-  const filter = { siteId: query.siteId, occurredAfter, occurredBefore, provider: query.provider, sensorExternalId: query.sensorExternalId, metric: query.metric };
+  const filter = { ...filtersOf(query), occurredAfter, occurredBefore };
   return { status: 200, body: await listSensorReadings(db, principal.orgId, filter, pageOf(query)) };
 });

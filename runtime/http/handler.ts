@@ -104,3 +104,15 @@ export function pageOf(query: { limit?: number; cursor?: string }): PageRequest 
   if (query.limit === undefined) throw new Error('limit missing after validation: the Limit parameter lost its default');
   return { limit: query.limit, cursor: query.cursor };
 }
+
+/**
+ * A list's filters: its query parameters but paging, as the contract types them (the shape
+ * storage/listFilters.ts gives repositories). Handed on whole rather than field by field, so
+ * that a filter added to the contract reaches the repository without an edit here, where
+ * forgetting it would silently answer the list unfiltered. The validated query holds only the
+ * contract's parameters (unknown ones are refused with 400).
+ */
+export function filtersOf<Q extends { limit?: number; cursor?: string }>(query: Q): Omit<Q, 'limit' | 'cursor'> {
+  const { limit: _limit, cursor: _cursor, ...filters } = query;
+  return filters;
+}

@@ -4583,6 +4583,11 @@ export interface operations {
         parameters: {
             query?: {
                 status?: components["schemas"]["WebhookDeliveryStatus"];
+                /**
+                 * @description Only the deliveries of this event: its `id`, which a receiver got as `webhook-id`. Usually one; a replay of the event's window adds another. For finding out what became of one event — then retry that delivery.
+                 * @example evt_5c8k1m3q6t9w2x4z7b0d3f6h
+                 */
+                eventId?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */

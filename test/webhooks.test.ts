@@ -499,6 +499,12 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(replay.body).toEqual({ replayed: 2 });
     const all = await receiver.waitFor(5, { path: '/replay' });
     expect(all.slice(3).map((r) => r.headers['webhook-id']).sort()).toEqual([...ids].sort());
+    // what became of one event: its first delivery and the replay's, in that order; none of the other event's
+    const ofEvent = (eventId: string) => t.http.get(`${HOOKS}/${subscription.id}/deliveries`).query({ eventId }).set('Authorization', auth).expect(200);
+    const first = (await ofEvent(list[0].eventId)).body;
+    expect(first.data.map((d: { id: string; eventId: string }) => [d.id === list[0].id, d.eventId])).toEqual([[true, list[0].eventId], [false, list[0].eventId]]);
+    expect(first.nextCursor).toBeNull();
+    expect((await ofEvent('evt_unknown')).body).toEqual({ data: [], nextCursor: null });
     // retried while paused: due, but nothing is sent until the subscription is active, as its answer says
     await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
     const held = await t.http.post(`${HOOKS}/${subscription.id}/deliveries/${list[1].id}/retry`).set('Authorization', auth).expect(202);

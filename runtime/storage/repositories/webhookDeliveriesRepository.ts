@@ -151,6 +151,7 @@ export async function insertReplayDeliveries(db: Knex, orgId: string, subscripti
 export async function listDeliveries(db: Knex, orgId: string, subscriptionId: string, filters: WebhookDeliveryFilters, page: PageRequest): Promise<Page<WebhookDelivery>> {
   const query = db<WebhookDeliveryRow>('webhook_deliveries').where({ org_id: orgId, subscription_id: subscriptionId });
   if (filters.status !== undefined) query.where({ status: filters.status });
+  if (filters.eventId !== undefined) query.where({ event_id: filters.eventId });
   return fetchPage(query, ['seq'], page, toDelivery);
 }
 

@@ -2873,7 +2873,7 @@ export interface components {
         Id: string;
         /** @description Page size, 1 to 500. */
         Limit: number;
-        /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+        /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
         Cursor: string;
         /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key. 1 to 128 characters. */
         IdempotencyKey: string;
@@ -2927,7 +2927,7 @@ export interface operations {
                 status?: components["schemas"]["AssetStatus"];
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -3199,7 +3199,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
                 siteId?: string;
                 assigneeUserId?: string;
@@ -3480,7 +3480,7 @@ export interface operations {
                 templateId?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -3547,7 +3547,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Only check-ins of this external user identity. */
                 userId?: string;
@@ -4047,7 +4047,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -4103,7 +4103,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -4169,7 +4169,7 @@ export interface operations {
                 status?: components["schemas"]["WebhookSubscriptionStatus"];
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -4590,7 +4590,7 @@ export interface operations {
                 eventId?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -4901,7 +4901,7 @@ export interface operations {
                 assigneeUserId?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -5152,7 +5152,7 @@ export interface operations {
                 entityId: components["schemas"]["LogEntityId"];
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -5316,7 +5316,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
                 status?: components["schemas"]["RunStatus"];
                 siteId?: string;
@@ -5760,7 +5760,7 @@ export interface operations {
                 metric?: string;
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -5971,7 +5971,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -6231,7 +6231,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
@@ -6615,7 +6615,7 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];
-                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation with the same filters (`limit` may change): a cursor of another list, of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
+                /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
                 cursor?: components["parameters"]["Cursor"];
                 /** @description Only the profile of this external user identity (at most one). */
                 userId?: string;

@@ -7,9 +7,9 @@ import type { OperationId } from '../generated/operations';
 const reading = (over: Record<string, unknown> = {}) => ({
   provider: 'acme', sensorExternalId: 's-1', siteId: 'site_hostile', metric: 'temperature_c', value: 1, unit: 'C', occurredAt: '2026-11-22T09:00:00Z', ...over,
 });
-/** A cursor holding `values`, bound to `operationId` and its filters as the API binds the cursors it answers (http/cursorBinding.ts). */
-const cursorOf = (values: unknown, operationId: OperationId, filters: Record<string, string> = {}) =>
-  bindCursor(operationId, filters, Buffer.from(JSON.stringify(values)).toString('base64url'));
+/** A cursor holding `values`, bound to `operationId`, its path and its filters as the API binds the cursors it answers (http/cursorBinding.ts). */
+const cursorOf = (values: unknown, operationId: OperationId, filters: Record<string, string> = {}, path: Record<string, string> = {}) =>
+  bindCursor(operationId, path, filters, Buffer.from(JSON.stringify(values)).toString('base64url'));
 
 // Inputs that pass a naive reading of the contract but that no column can hold, or that the
 // libraries underneath mishandle: each must be a clear 400, never a 500 (found in review).
@@ -71,7 +71,7 @@ describeEachDatabase('hostile input', (t) => {
   it('a tampered two-part cursor (sensor readings) and an integration catalogue cursor', async () => {
     await t.http.get(`/v1/sensor-readings?cursor=${cursorOf(['2026', 'y'], 'listSensorReadings')}`).set('Authorization', t.auth).expect(400);
     await t.http.get(`/v1/sensor-readings?cursor=${cursorOf([1, 2], 'listSensorReadings')}`).set('Authorization', t.auth).expect(400);
-    await t.http.get(`/v1/integrations/workflow-automation/actions?cursor=${cursorOf([7], 'listIntegrationActions')}`).set('Authorization', t.auth).expect(400);
+    await t.http.get(`/v1/integrations/workflow-automation/actions?cursor=${cursorOf([7], 'listIntegrationActions', {}, { partner: 'workflow-automation' })}`).set('Authorization', t.auth).expect(400);
   });
 
   it('U+0000 and unpaired surrogates inside a cursor (Postgres refuses them in a query: a 500 before)', async () => {
@@ -196,7 +196,7 @@ describeEachDatabase('hostile input: calendar cursor', (t) => {
       await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: `Paged ${i}` }).expect(201);
       await t.http.post('/v1/checkins').set('Authorization', t.auth).send({ userId: `auth0|paged-${i}`, siteId: 'site_paged' }).expect(201);
     }
-    const refusal = anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'was issued for another list or other filters: pass it back to the same operation with the same filters' }] });
+    const refusal = anError('VALIDATION_ERROR', { details: [{ path: '/query/cursor', message: 'was issued for another list or other filters: pass it back to the same operation, on the same path, with the same filters' }] });
     const sites = (await t.http.get('/v1/sites?limit=1').set('Authorization', t.auth).expect(200)).body;
     expect((await t.http.get(`/v1/checkins?limit=1&cursor=${sites.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);
     expect((await t.http.get(`/v1/sites?limit=2&cursor=${sites.nextCursor}`).set('Authorization', t.auth).expect(200)).body.data).toHaveLength(2);
@@ -207,6 +207,15 @@ describeEachDatabase('hostile input: calendar cursor', (t) => {
     for (const url of [`/v1/checkins?limit=1&cursor=${cutShort}`, `/v1/sites?limit=1&cursor=${cutShort}`, '/v1/assets?cursor=WzVd']) {
       expect((await t.http.get(url).set('Authorization', t.auth).expect(400)).body).toEqual(unissued);
     }
+
+    // a list without path parameters binds its cursors as before path parameters were bound too, so
+    // cursors a client holds across an upgrade stay valid (digests computed by that earlier version)
+    expect(bindCursor('listSites', {}, {}, 'WzVd')).toBe('WzVd.6rtKGgnF0PI');
+    expect(bindCursor('listCheckins', {}, { status: 'active' }, 'WzVd')).toBe('WzVd.zs4_bdzkebA');
+    // …and to the same list of another parent: here another partner's triggers
+    const triggers = (await t.http.get('/v1/integrations/webhooks/triggers?limit=1').set('Authorization', t.auth).expect(200)).body;
+    expect((await t.http.get(`/v1/integrations/workflow-automation/triggers?limit=1&cursor=${triggers.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);
+    await t.http.get(`/v1/integrations/webhooks/triggers?limit=1&cursor=${triggers.nextCursor}`).set('Authorization', t.auth).expect(200);
 
     const filtered = (await t.http.get('/v1/checkins?limit=1&status=pre_checkin').set('Authorization', t.auth).expect(200)).body;
     expect((await t.http.get(`/v1/checkins?limit=1&status=active&cursor=${filtered.nextCursor}`).set('Authorization', t.auth).expect(400)).body).toEqual(refusal);

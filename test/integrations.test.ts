@@ -74,7 +74,7 @@ describeEachDatabase('integrations', (t) => {
     });
 
     it('shows an issue.created sample shaped like an Issue', async () => {
-      const res = await t.http.get('/v1/integrations/webhooks/triggers?limit=1&cursor=' + bindCursor('listIntegrationTriggers', {}, Buffer.from(JSON.stringify(['checkin.updated'])).toString('base64url')))
+      const res = await t.http.get('/v1/integrations/webhooks/triggers?limit=1&cursor=' + bindCursor('listIntegrationTriggers', { partner: 'webhooks' }, {}, Buffer.from(JSON.stringify(['checkin.updated'])).toString('base64url')))
         .set('Authorization', t.auth).expect(200);
       expect(res.body.data).toHaveLength(1);
       expect(res.body.data[0].key).toBe('issue.closed');

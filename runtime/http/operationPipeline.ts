@@ -58,7 +58,7 @@ export async function runOperation(
   const paged = op.queryParams.includes('cursor');
   const query = validateQueryOrThrow(
     v.query,
-    paged && typeof sent.cursor === 'string' ? { ...sent, cursor: unbindCursor(operationId, sent, sent.cursor) } : sent,
+    paged && typeof sent.cursor === 'string' ? { ...sent, cursor: unbindCursor(operationId, path, sent, sent.cursor) } : sent,
     queryAt < 0 ? '' : req.originalUrl.slice(queryAt + 1),
   );
   let body: unknown;
@@ -74,7 +74,7 @@ export async function runOperation(
     if (handler.prepare) throw new Error(`${operationId} is a read: a handler's prepare step is for writes only (http/handler.ts)`);
     const reply = await handler({ ...input, db: deps.db, prepared: undefined });
     const page = reply.body as { nextCursor?: unknown } | undefined;
-    if (paged && typeof page?.nextCursor === 'string') page.nextCursor = bindCursor(operationId, sent, page.nextCursor);
+    if (paged && typeof page?.nextCursor === 'string') page.nextCursor = bindCursor(operationId, path, sent, page.nextCursor);
     return send(res, reply);
   }
   const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.keyId, key: idempotencyKey, fingerprint: requestFingerprint };

@@ -9,6 +9,20 @@ interface MigrationModule {
 
 const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
 
+const MIGRATION_FILE = /^\d{4}_[a-z0-9_]+\.(ts|js)$/;
+
+/**
+ * The migrations in `dir` by name, in order. A TypeScript or JavaScript file there that is not
+ * named like one (`0017_deliveries_by_event.ts`: four digits, then lower-case words) is refused
+ * with its name: skipped, its change would silently never be made.
+ */
+export function migrationNames(dir: string): string[] {
+  const files = fs.readdirSync(dir).filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.d.ts'));
+  const misnamed = files.filter((f) => !MIGRATION_FILE.test(f));
+  if (misnamed.length) throw new Error(`${misnamed.join(', ')} in ${dir}: name a migration <4 digits>_<lower_case_words>.ts, e.g. 0017_deliveries_by_event.ts`);
+  return files.map((f) => f.replace(/\.(ts|js)$/, '')).sort();
+}
+
 /**
  * Forward-only, numbered migrations (`migrations/0001_name.ts`), the same files for SQLite and
  * Postgres. Read from the folder so that adding one needs no other edit; the same code runs
@@ -16,11 +30,7 @@ const MIGRATIONS_DIR = path.join(__dirname, 'migrations');
  */
 const migrationSource: Knex.MigrationSource<string> = {
   async getMigrations() {
-    return fs
-      .readdirSync(MIGRATIONS_DIR)
-      .filter((f) => /^\d{4}_[a-z0-9_]+\.(ts|js)$/.test(f))
-      .map((f) => f.replace(/\.(ts|js)$/, ''))
-      .sort();
+    return migrationNames(MIGRATIONS_DIR);
   },
   getMigrationName: (name) => name,
   async getMigration(name) {

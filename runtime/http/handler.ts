@@ -76,6 +76,8 @@ export interface HandlerOptions<Id extends OperationId, P> {
 /** A handler as the runtime sees it, with the types erased. */
 export type AnyHandler = ((input: HandlerInput<any> & { prepared: unknown }) => Promise<Reply>) & {
   prepare?: (input: PrepareInput<any>) => Promise<unknown>;
+  /** The operation defineHandler was given: checkHandlerRegistry compares it with the one it is registered as. */
+  operationId?: string;
 };
 
 /**
@@ -87,12 +89,25 @@ export type AnyHandler = ((input: HandlerInput<any> & { prepared: unknown }) => 
 export function defineHandler<Id extends OperationId>(operationId: Id, handler: Handler<Id>): Handler<Id>;
 export function defineHandler<Id extends OperationId, P>(operationId: Id, options: HandlerOptions<Id, P>, handler: Handler<Id, NoInfer<P>>): Handler<Id, P>;
 export function defineHandler<Id extends OperationId, P>(
-  _operationId: Id,
+  operationId: Id,
   ...args: [handler: Handler<Id, P>] | [options: HandlerOptions<Id, P>, handler: Handler<Id, P>]
 ): Handler<Id, P> {
-  if (args.length === 1) return args[0];
+  if (args.length === 1) return Object.assign(args[0], { operationId });
   const [options, handler] = args;
-  return Object.assign(handler, { prepare: options.prepare });
+  return Object.assign(handler, { operationId, prepare: options.prepare });
+}
+
+/**
+ * Refuses a registry (generated/handlers.ts: `handlers/<operationId>.ts` for each operation) in
+ * which a handler was defined for another operation than the one it is registered as — a copied
+ * handler file whose `defineHandler` id was left as it was. Its request and response would be
+ * typed from the other operation, and nothing else would notice until a test called it.
+ */
+export function checkHandlerRegistry(registry: Record<string, AnyHandler>): void {
+  const wrong = Object.entries(registry).filter(([id, handler]) => handler.operationId !== id);
+  if (wrong.length) {
+    throw new Error(wrong.map(([id, handler]) => `handlers/${id}.ts defines defineHandler('${handler.operationId ?? '?'}', …): it must name '${id}', the operation it serves`).join('\n'));
+  }
 }
 
 /**

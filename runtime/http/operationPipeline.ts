@@ -14,6 +14,7 @@ import { readJsonBody } from './jsonBody';
 import { validateOrThrow, validateQueryOrThrow } from './validation';
 import { bindCursor, unbindCursor } from './cursorBinding';
 import { contextOf } from './requestContext';
+import { checkHandlerRegistry } from './handler';
 import { committedReads } from '../storage/committedReads';
 
 export interface PipelineDeps {
@@ -24,6 +25,8 @@ export interface PipelineDeps {
 }
 
 const WRITE_METHODS = new Set(['post', 'patch', 'put', 'delete']);
+
+checkHandlerRegistry(handlers); // once, as the server loads: a handler defined for another operation stops the start
 
 /**
  * Everything between "openapi-backend matched the operation and authenticated the key"

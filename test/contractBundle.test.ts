@@ -12,10 +12,10 @@ components:
     Thing: { type: object }
 `;
 
-function contractDir(files: Record<string, string>): string {
+function contractDir(files: Record<string, string>, root = ROOT): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-contract-'));
   fs.mkdirSync(path.join(dir, 'paths'));
-  fs.writeFileSync(path.join(dir, 'openapi.yaml'), ROOT);
+  fs.writeFileSync(path.join(dir, 'openapi.yaml'), root);
   for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dir, 'paths', name), text);
   return dir;
 }
@@ -51,6 +51,23 @@ describe('contract bundling (npm run generate)', () => {
     expect(() => buildOperationIndex(twice)).toThrow('operationId listThings is used twice');
     const unscoped = buildContract(contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings').replace("['things:read']", '[]')}\n` }));
     expect(() => buildOperationIndex(unscoped)).toThrow('listThings names no scope in its security requirement');
+  });
+
+  it('refuses a scope the bearer scheme does not declare (a typo would be a new scope no key has), and a declared one no operation requires', () => {
+    const root = (scopes: string) => `${ROOT}  securitySchemes:\n    bearerAuth:\n      type: http\n      scheme: bearer\n      x-scopes:\n${scopes}`;
+    const things = { 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings')}\n` };
+    expect(() => buildContract(contractDir(things, root('        things:read: Read things.\n')))).not.toThrow();
+    expect(() => buildContract(contractDir(things, root('        thigns:read: Read things.\n'))))
+      .toThrow('listThings (GET /v1/things) requires scope "things:read", which components.securitySchemes.bearerAuth.x-scopes does not declare (declared: thigns:read)');
+    expect(() => buildContract(contractDir(things, root('        things:read: Read things.\n        things:write: Change things.\n'))))
+      .toThrow('components.securitySchemes.bearerAuth.x-scopes declares things:write, which no operation requires');
+  });
+
+  it('refuses an enum that leaves out the null its type allows (the validator would refuse what the types allow)', () => {
+    const withField = (schema: string) => contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings')}\ncomponents:\n  schemas:\n    Level: ${schema}\n` });
+    expect(() => buildContract(withField("{ type: [string, 'null'], enum: [low, high, null] }"))).not.toThrow();
+    expect(() => buildContract(withField("{ type: [string, 'null'], enum: [low, high] }")))
+      .toThrow('the schema at #/components/schemas/Level allows null by its type but its enum does not list null');
   });
 
   it('refuses a deprecated operation without the dates its headers are made from', () => {

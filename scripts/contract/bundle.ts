@@ -29,6 +29,8 @@ export function buildContract(contractDir: string): OpenApiDocument {
     }
   }
   checkRefs(doc);
+  checkScopes(doc);
+  checkNullableEnums(doc);
   return doc;
 }
 
@@ -55,6 +57,52 @@ function checkRefs(doc: OpenApiDocument): void {
         if (!value.startsWith('#/') || resolvePointer(doc, value) === undefined) throw new Error(`unresolved $ref ${value} at ${where}`);
       } else walk(value, `${where}/${key}`);
     }
+  };
+  walk(doc, '#');
+}
+
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+/**
+ * Every scope an operation requires is one of those the bearer scheme declares (`x-scopes`), and
+ * every declared one is required somewhere. A scope is granted to keys by name and kept with them,
+ * so a misspelt one would be a new scope that no existing key has, not an error.
+ */
+function checkScopes(doc: OpenApiDocument): void {
+  const scheme = doc.components?.securitySchemes?.bearerAuth;
+  if (!scheme) return;
+  const declared = Object.keys(scheme['x-scopes'] ?? {});
+  const used = new Set<string>();
+  for (const [route, item] of Object.entries<Record<string, any>>(doc.paths ?? {})) {
+    for (const method of METHODS) {
+      const op = item[method];
+      for (const requirement of op?.security ?? []) {
+        for (const scope of requirement.bearerAuth ?? []) {
+          used.add(scope);
+          if (!declared.includes(scope)) throw new Error(`${op.operationId} (${method.toUpperCase()} ${route}) requires scope "${scope}", which components.securitySchemes.bearerAuth.x-scopes does not declare (declared: ${declared.join(', ')})`);
+        }
+      }
+    }
+  }
+  const unused = declared.filter((scope) => !used.has(scope));
+  if (unused.length) throw new Error(`components.securitySchemes.bearerAuth.x-scopes declares ${unused.join(', ')}, which no operation requires`);
+}
+
+/**
+ * A schema that allows null by its type (`type: [string, 'null']`) and lists an `enum` must list
+ * null in it: JSON Schema applies both, so the validator would refuse the null that the
+ * generated types (and the 3.0 SDK document's `nullable`) allow.
+ */
+function checkNullableEnums(doc: OpenApiDocument): void {
+  const walk = (node: unknown, where: string): void => {
+    if (Array.isArray(node)) return node.forEach((n, i) => walk(n, `${where}/${i}`));
+    if (!node || typeof node !== 'object') return;
+    const schema = node as Record<string, unknown>;
+    const nullable = schema.type === 'null' || (Array.isArray(schema.type) && schema.type.includes('null'));
+    if (nullable && Array.isArray(schema.enum) && !schema.enum.includes(null)) {
+      throw new Error(`the schema at ${where} allows null by its type but its enum does not list null: add null to the enum, or the validator refuses the null its types allow`);
+    }
+    for (const [key, value] of Object.entries(schema)) walk(value, `${where}/${key}`);
   };
   walk(doc, '#');
 }

@@ -187,7 +187,7 @@ const recordingFetch: typeof fetch = async (input, init) => {
 
 /**
  * The SDK a client author gets: generated from the served /openapi-sdk.json with the command
- * docs/sdk.md gives, compiled with tsc --strict together with the workflow's calls
+ * the README gives ("Use the API from your code"), compiled with tsc --strict together with the workflow's calls
  * (test/fixtures/sdk/heyApiWorkflowClient.ts). Done once per test file.
  */
 let heyApiSdk: Promise<string> | undefined;
@@ -239,6 +239,30 @@ describeEachDatabase('the field workflow through generated clients', (t: TestCon
     const { heyApiWorkflowClient } = require(path.join(dir, 'dist/heyApiWorkflowClient.js'));
     await runFieldWorkflow(heyApiWorkflowClient(baseUrl, apiKey, recordingFetch) as FieldWorkflowClient);
   }, 90_000);
+
+  it('the README\'s ES-module set-up: the SDK generated with .js import extensions compiles under module nodenext and runs in node', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-sdk-esm-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ private: true, type: 'module' }));
+      // the README's openapi-ts.config.mjs, reading the served document
+      fs.writeFileSync(path.join(dir, 'openapi-ts.config.mjs'), `export default { input: '${baseUrl}/openapi-sdk.json', output: { path: 'src/fieldops', importFileExtension: '.js' } };\n`);
+      await run(path.join(root, 'node_modules/.bin/openapi-ts'), ['--no-log-file'], { cwd: dir, timeout: 60_000 }); // npx in the client's folder
+      fs.copyFileSync(path.join(__dirname, 'fixtures/sdk/esmFlow.ts'), path.join(dir, 'src', 'flow.ts'));
+      fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
+        compilerOptions: { target: 'ES2022', module: 'nodenext', moduleResolution: 'nodenext', lib: ['ES2022', 'DOM'], strict: true, outDir: 'dist', skipLibCheck: true, types: ['node'], typeRoots: [path.join(root, 'node_modules/@types')] },
+        include: ['src'],
+      }));
+      try {
+        await run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(dir, 'tsconfig.json')], { cwd: dir, timeout: 60_000 });
+      } catch (err) {
+        throw new Error(`The ES-module SDK does not compile:\n${(err as { stdout?: string }).stdout ?? err}`);
+      }
+      const { stdout } = await run(process.execPath, [path.join(dir, 'dist', 'flow.js')], { cwd: dir, timeout: 30_000, env: { ...process.env, FIELDOPS_URL: baseUrl, FIELDOPS_API_KEY: apiKey } });
+      expect(JSON.parse(stdout)).toEqual({ status: 'active', withinGeofence: true });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 
   it('runs through openapi-fetch typed with the 3.1 client types (generated/client-types.ts)', async () => {
     const client = createOpenApiFetchClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${apiKey}` }, fetch: recordingFetch });

@@ -261,6 +261,33 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(res.body).toMatchObject({ status: 'active', disabledReason: null });
   });
 
+  it('re-enabled, it sends again a delivery made before the last success that went on failing after it (in flight when a later one succeeded)', async () => {
+    const { auth, subscription } = await setup('/lagging', 'checkin.created');
+    let down = false;
+    receiver.answer((req) => {
+      if (req.path !== '/lagging') return { status: 200, body: 'ok' };
+      return down || JSON.parse(req.body).data.userId === 'auth0|stuck' ? { status: 500, body: 'no' } : { status: 200, body: 'ok' };
+    });
+    const stuck = await checkin(auth, 'auth0|stuck');
+    await checkin(auth, 'auth0|fine'); // succeeds while the first is still being retried
+    const given = await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l[0].status === 'abandoned' && l[1].status === 'succeeded');
+    const after = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
+    expect(after).toMatchObject({ status: 'active' }); // a success came after it was made: no disabling for it alone
+    expect(Date.parse(given[0].lastAttemptAt)).toBeGreaterThanOrEqual(Date.parse(after.lastSuccessAt));
+    down = true; // the outage: the next delivery's whole schedule fails and disables the subscription
+    await checkin(auth, 'auth0|outage');
+    await deliveriesWhen(auth, subscription.id, (l) => l.length === 3 && l[2].status === 'abandoned');
+    expect((await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body).toMatchObject({ status: 'disabled', disabledReason: 'failing' });
+
+    down = false;
+    receiver.answer(() => ({ status: 200, body: 'ok' }));
+    await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+    const sent = await deliveriesWhen(auth, subscription.id, (l) => l.every((d) => d.status === 'succeeded'));
+    expect(sent.map((d: any) => [d.id, d.attempts])).toEqual([[given[0].id, 1], [given[1].id, 1], [sent[2].id, 1]]);
+    const stuckEvent = (await t.http.get('/v1/events').query({ resourceId: stuck.id }).set('Authorization', auth).expect(200)).body.data[0].id;
+    expect(sent[0].eventId).toBe(stuckEvent);
+  });
+
   it('moves a subscription to a new target: every delivery not yet made goes there, and a disabled one stays disabled', async () => {
     const { auth, subscription } = await setup('/old-target', 'checkin.created');
     receiver.answer((req) => (req.path === '/old-target' ? { status: 410 } : { status: 200, body: 'ok' }));

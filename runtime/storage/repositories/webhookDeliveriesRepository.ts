@@ -166,11 +166,14 @@ export async function makeDeliveryDueNow(db: Knex, id: string, now: string): Pro
 
 /**
  * Makes every delivery of a subscription not yet delivered — held, waiting for a retry, or given
- * up — created at or after `since` (all when null) due now with a fresh count of attempts.
+ * up — that was made at or after `since` or failed an attempt then (all when null) due now with a
+ * fresh count of attempts. The second half takes in a delivery made before the last success whose
+ * attempts went on failing after it: sent concurrently, it was still failing when a later one
+ * succeeded, then in the outage that followed.
  */
 export async function requeueUndelivered(db: Knex, subscriptionId: string, since: string | null, now: string): Promise<number> {
   const query = notInFlight(db('webhook_deliveries').where({ subscription_id: subscriptionId }).whereIn('status', ['pending', 'failed', 'abandoned']), now);
-  if (since !== null) query.where('created_at', '>=', since);
+  if (since !== null) query.andWhere((q) => q.where('created_at', '>=', since).orWhere('last_attempt_at', '>=', since));
   return query.update(dueAgain(now));
 }
 

@@ -154,6 +154,26 @@ describeEachDatabase('the events of every write operation', (t) => {
   });
 }, FIXTURE_ENV);
 
+/** PATCHes whose same request sent again still changes the resource, each for its reason. */
+const ALWAYS_CHANGES: Record<string, string> = { updateTemplate: 'every update of a template makes a new version' };
+
+describeEachDatabase('an update sent again changes nothing', (t) => {
+  // a mirror built from events stays equal to GET: the second request records no event, and it
+  // leaves the resource exactly as it was, updatedAt included (runtime/domain/events.ts, finishUpdate)
+  it.each(implementedWrites.filter((op) => op.method === 'patch' && !ALWAYS_CHANGES[op.operationId]).map((op) => [op.operationId] as const))('%s', async (operationId) => {
+    const client = clientOf(t, await t.newKey({ organization: `events-again-${operationId}` }));
+    const request = await fixtures[operationId](client.create, client.read);
+    const first = await client.send('patch', request);
+    expect(first.status).toBe(200);
+    const { cursor } = await client.eventsAfter();
+    await new Promise((resolve) => setTimeout(resolve, 5)); // a moved updatedAt would differ
+    const again = await client.send('patch', request);
+    expect([again.status, again.body]).toEqual([200, first.body]);
+    expect(await client.read(request.path)).toEqual(first.body);
+    expect((await client.eventsAfter(cursor)).events).toEqual([]);
+  });
+}, FIXTURE_ENV);
+
 describeEachDatabase('which writes record no event, or another type', (t) => {
   const orgIdOf = async (name: string): Promise<string> => (await t.db.knex('organizations').where({ name }).first()).id;
 

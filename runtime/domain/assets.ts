@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 import { notFound } from '../errors';
 import { checkReferences } from './references';
-import { recordEvent, recordUpdate, tombstone } from './events';
+import { finishUpdate, recordEvent, tombstone } from './events';
 import * as assets from '../storage/repositories/assetsRepository';
 import type { Asset, AssetCreate, AssetUpdate } from '../storage/repositories/assetsRepository';
 
@@ -23,8 +23,7 @@ export async function updateAsset(trx: Knex, orgId: string, id: string, changes:
   await checkReferences(trx, orgId, [{ pointer: '/siteId', kind: 'site', id: changes.siteId, unchanged: before.siteId }]);
   if (!(await assets.updateAsset(trx, orgId, id, changes))) throw notFound('asset', id);
   const after = (await assets.findAsset(trx, orgId, id))!;
-  await recordUpdate(trx, orgId, 'asset.updated', before, after);
-  return after;
+  return finishUpdate(trx, orgId, 'asset.updated', before, after, (at) => assets.restoreAssetUpdatedAt(trx, orgId, id, at));
 }
 
 /**

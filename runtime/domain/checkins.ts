@@ -7,7 +7,7 @@ import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfUnchan
 import { findSite } from '../storage/repositories/sitesRepository';
 import { findUserByUserId, LastLocationSource, User } from '../storage/repositories/usersRepository';
 import { recordUserChange, refreshLastLocation, UserChange } from './users';
-import { recordEvent, recordUpdate } from './events';
+import { changesAnything, recordEvent, recordUpdate } from './events';
 
 /**
  * Every write of a check-in, and its lifecycle (docs/architecture.md, "Product rules"):
@@ -110,6 +110,7 @@ async function tryUpdateCheckin(db: Knex, orgId: string, id: string, changes: Ch
   const profile = activating || changes.coordinates ? await findUserByUserId(db, orgId, current.userId) : undefined;
   if (coordinates && (activating || changes.coordinates)) Object.assign(next, await verdictFor(db, orgId, { ...next, coordinates }, profile, now));
 
+  if (!changesAnything(current, next)) return current; // nothing to write, updatedAt included (events.ts, finishUpdate)
   if (!(await saveCheckinIfUnchanged(db, orgId, next, current))) return undefined;
   const userChange = activating ? await refreshProfile(db, orgId, profile, next, 'site_checkin_activated', now) : undefined;
   const type = activating ? 'checkin.activated' : checkingOut ? 'checkin.checked_out' : 'checkin.updated';

@@ -66,6 +66,27 @@ export async function recordUpdate(trx: Knex, orgId: string, type: EventType, be
   return recordEvent(trx, orgId, { type, data: after, changedFields: fields });
 }
 
+/**
+ * Finishes an update that wrote its changes and read the resource back (`after`): records the
+ * update event and answers `after` when a field changed; when none did but `updatedAt`, records
+ * nothing, puts `updatedAt` back (`restore`) and answers `before`. So a request that changes
+ * nothing leaves the resource as it was, and what GET answers stays what the last event carried
+ * (a consumer mirroring the resource from events never drifts on `updatedAt`). Call it last, like
+ * `recordEvent`.
+ */
+export async function finishUpdate<T extends { updatedAt: string }>(
+  trx: Knex, orgId: string, type: EventType, before: T, after: T, restore: (updatedAt: string) => Promise<void>,
+): Promise<T> {
+  if (await recordUpdate(trx, orgId, type, before, after)) return after;
+  await restore(before.updatedAt);
+  return before;
+}
+
+/** Whether `next` differs from `before` in a field other than `updatedAt`: an update computed in memory writes nothing when not (see finishUpdate). */
+export function changesAnything(before: object, next: object): boolean {
+  return changedFields(before, next).length > 0;
+}
+
 /** The `data` of a deletion event. */
 export function tombstone(id: string): { id: string; deleted: true } {
   return { id, deleted: true };

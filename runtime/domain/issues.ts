@@ -3,7 +3,7 @@ import type { components } from '../../generated/types';
 import { notFound } from '../errors';
 import { normalizeOptionalTimestamp, normalizeTimestamp, nowIso } from '../time';
 import { checkReferences } from './references';
-import { recordEvent, recordUpdate } from './events';
+import { changesAnything, recordEvent, recordUpdate } from './events';
 import * as issues from '../storage/repositories/issuesRepository';
 import type { Issue, IssueCreate, IssueFields, IssueUpdate } from '../storage/repositories/issuesRepository';
 
@@ -63,9 +63,10 @@ export async function updateIssue(trx: Knex, orgId: string, id: string, changes:
   if (changes.status !== undefined) {
     Object.assign(fields, { status: changes.status, ...timestampsAfter(before.status, { resolvedAt: before.resolvedAt, closedAt: before.closedAt }, changes.status, now) });
   }
-  await issues.updateIssue(trx, orgId, id, fields);
   const next: Issue = { ...before };
   for (const [field, value] of Object.entries(fields)) if (value !== undefined) Object.assign(next, { [field]: value });
+  if (!changesAnything(before, next)) return before; // nothing to write, updatedAt included (events.ts, finishUpdate)
+  await issues.updateIssue(trx, orgId, id, fields);
   await recordUpdate(trx, orgId, updateEventType(before.status, next.status), before, next);
   return next;
 }

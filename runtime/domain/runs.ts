@@ -6,7 +6,7 @@ import { isOccurrenceOf, scheduleIdOfOccurrence } from './calendar';
 import { completeAnswers, mergeAnswers } from './runAnswers';
 import { checkReferences } from './references';
 import { referencedTemplate } from './templates';
-import { recordEvent, recordUpdate } from './events';
+import { changesAnything, recordEvent, recordUpdate } from './events';
 import { UniqueViolation } from '../storage/databaseErrors';
 import * as runs from '../storage/repositories/runsRepository';
 import type { Run } from '../storage/repositories/runsRepository';
@@ -53,6 +53,7 @@ export async function createRun(trx: Knex, orgId: string, body: RunCreate): Prom
 export async function updateRun(trx: Knex, orgId: string, id: string, body: RunUpdate): Promise<Run> {
   const before = await inProgressRun(trx, orgId, id);
   const next: Run = { ...before, answers: mergeAnswers(before.items, before.templateVersion, before.answers, body.answers), updatedAt: nowIso() };
+  if (!changesAnything(before, next)) return before; // the same answers again: nothing to write, updatedAt included (events.ts, finishUpdate)
   await runs.updateRunAnswers(trx, orgId, next);
   await recordUpdate(trx, orgId, 'run.updated', before, next);
   return next;

@@ -4,7 +4,7 @@ import { notFound } from '../errors';
 import { assertTimeZone } from './timeZones';
 import { assertOccurs, parseRecurrence, resolveStartsAt } from './recurrence';
 import { checkReferences } from './references';
-import { recordEvent, recordUpdate, tombstone } from './events';
+import { finishUpdate, recordEvent, tombstone } from './events';
 import * as schedules from '../storage/repositories/schedulesRepository';
 import type { Schedule } from '../storage/repositories/schedulesRepository';
 
@@ -59,8 +59,7 @@ export async function updateSchedule(trx: Knex, orgId: string, id: string, chang
   }
   if (!(await schedules.updateSchedule(trx, orgId, id, { ...changes, startsAt, recurrence }))) throw notFound('schedule', id);
   const after = (await schedules.findSchedule(trx, orgId, id))!;
-  await recordUpdate(trx, orgId, 'schedule.updated', before, after);
-  return after;
+  return finishUpdate(trx, orgId, 'schedule.updated', before, after, (at) => schedules.restoreScheduleUpdatedAt(trx, orgId, id, at));
 }
 
 export async function deleteSchedule(trx: Knex, orgId: string, id: string): Promise<void> {

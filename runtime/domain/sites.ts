@@ -2,7 +2,7 @@ import { Knex } from 'knex';
 import { notFound } from '../errors';
 import { assertBothOrNeither } from './geofence';
 import { assertTimeZone } from './timeZones';
-import { recordEvent, recordUpdate, tombstone } from './events';
+import { finishUpdate, recordEvent, tombstone } from './events';
 import * as sites from '../storage/repositories/sitesRepository';
 import type { Site, SiteCreate, SiteUpdate } from '../storage/repositories/sitesRepository';
 
@@ -30,8 +30,7 @@ export async function updateSite(trx: Knex, orgId: string, id: string, changes: 
   assertBothOrNeither(['latitude', changes.latitude], ['longitude', changes.longitude]);
   if (!(await sites.updateSite(trx, orgId, id, changes))) throw notFound('site', id);
   const after = (await sites.findSite(trx, orgId, id))!;
-  await recordUpdate(trx, orgId, 'site.updated', before, after);
-  return after;
+  return finishUpdate(trx, orgId, 'site.updated', before, after, (at) => sites.restoreSiteUpdatedAt(trx, orgId, id, at));
 }
 
 export async function deleteSite(trx: Knex, orgId: string, id: string): Promise<void> {

@@ -3,7 +3,7 @@ import { alreadyExists, invalidField, notFound } from '../errors';
 import { UniqueViolation } from '../storage/databaseErrors';
 import * as users from '../storage/repositories/usersRepository';
 import type { CheckinLocation, StoredCoordinate, User, UserCreate, UserUpdate } from '../storage/repositories/usersRepository';
-import { recordEvent, recordUpdate } from './events';
+import { finishUpdate, recordEvent, recordUpdate } from './events';
 import { assertBothOrNeither } from './geofence';
 
 /**
@@ -55,8 +55,7 @@ export async function updateUser(trx: Knex, orgId: string, id: string, changes: 
     );
   }
   const after = (await users.findUser(trx, orgId, id))!;
-  await recordUpdate(trx, orgId, 'user.updated', before, after);
-  return after;
+  return finishUpdate(trx, orgId, 'user.updated', before, after, (at) => users.restoreUserUpdatedAt(trx, orgId, id, at));
 }
 
 /** A profile before and after a write that leaves recording its event to the caller. */

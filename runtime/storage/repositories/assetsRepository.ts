@@ -6,6 +6,7 @@ import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
+import { restoreUpdatedAt } from './updatedAt';
 
 export type Asset = components['schemas']['Asset'];
 export type AssetCreate = components['schemas']['AssetCreate'];
@@ -104,3 +105,6 @@ export async function deleteAsset(db: Knex, orgId: string, id: string): Promise<
   const now = nowIso();
   return (await liveAssets(db, orgId).where({ id }).update({ deleted_at: now, updated_at: now })) > 0;
 }
+
+/** Puts a asset's updatedAt back after an update that changed nothing (domain/events.ts, finishUpdate). */
+export const restoreAssetUpdatedAt = (db: Knex, orgId: string, id: string, updatedAt: string): Promise<void> => restoreUpdatedAt(db, 'assets', orgId, id, updatedAt);

@@ -6,6 +6,7 @@ import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import type { ListFilters } from '../listFilters';
+import { restoreUpdatedAt } from './updatedAt';
 
 export type Schedule = components['schemas']['Schedule'];
 
@@ -118,3 +119,6 @@ export async function deleteSchedule(db: Knex, orgId: string, id: string): Promi
 export async function schedulesForCalendar(db: Knex, orgId: string, filters: ScheduleFilters & { scheduleId?: string }): Promise<Schedule[]> {
   return (await filtered(db, orgId, filters)).map(toSchedule);
 }
+
+/** Puts a schedule's updatedAt back after an update that changed nothing (domain/events.ts, finishUpdate). */
+export const restoreScheduleUpdatedAt = (db: Knex, orgId: string, id: string, updatedAt: string): Promise<void> => restoreUpdatedAt(db, 'schedules', orgId, id, updatedAt);

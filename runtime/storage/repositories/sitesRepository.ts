@@ -5,6 +5,7 @@ import { nowIso } from '../../time';
 import type { Page, PageRequest } from '../../cursor';
 import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
+import { restoreUpdatedAt } from './updatedAt';
 
 export type Site = components['schemas']['Site'];
 export type SiteCreate = components['schemas']['SiteCreate'];
@@ -89,3 +90,6 @@ export async function updateSite(db: Knex, orgId: string, id: string, changes: S
 export async function deleteSite(db: Knex, orgId: string, id: string): Promise<boolean> {
   return (await db('sites').where({ org_id: orgId, id }).delete()) > 0;
 }
+
+/** Puts a site's updatedAt back after an update that changed nothing (domain/events.ts, finishUpdate). */
+export const restoreSiteUpdatedAt = (db: Knex, orgId: string, id: string, updatedAt: string): Promise<void> => restoreUpdatedAt(db, 'sites', orgId, id, updatedAt);

@@ -7,6 +7,7 @@ import { fetchPage } from '../pagination';
 import { lockForOrderedInsert } from '../orderedInsert';
 import { translateErrors } from '../databaseErrors';
 import type { ListFilters } from '../listFilters';
+import { restoreUpdatedAt } from './updatedAt';
 
 export type User = components['schemas']['User'];
 export type UserCreate = components['schemas']['UserCreate'];
@@ -164,3 +165,6 @@ export async function refreshLastLocation(db: Knex, orgId: string, userId: strin
   };
   await db('users').where({ org_id: orgId, user_id: userId }).update({ ...columns, updated_at: location.capturedAt });
 }
+
+/** Puts a user profile's updatedAt back after an update that changed nothing (domain/events.ts, finishUpdate). */
+export const restoreUserUpdatedAt = (db: Knex, orgId: string, id: string, updatedAt: string): Promise<void> => restoreUpdatedAt(db, 'users', orgId, id, updatedAt);

@@ -3846,7 +3846,7 @@ export interface operations {
     listEvents: {
         parameters: {
             query?: {
-                /** @description Only these event types, comma-separated, e.g. `checkin.activated,checkin.checked_out`. */
+                /** @description Only these event types, comma-separated, e.g. `checkin.activated,checkin.checked_out`. A name that is not an event type answers 400 `VALIDATION_ERROR` listing the known ones. */
                 types?: string;
                 /** @description Only events about this resource (its `id`). */
                 resourceId?: string;

@@ -107,6 +107,11 @@ describeEachDatabase('the change feed', (t) => {
 
     const unknown = await t.http.get('/v1/events?types=checkin.exploded').set('Authorization', auth).expect(400);
     expect(unknown.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/types', message: expect.stringContaining('unknown event type checkin.exploded') }] }));
+    // …also a name that is not even shaped like one, or an empty one: told the known types, not a pattern
+    for (const types of ['checkin.activated,foo', 'checkin.activated,,site.created', 'Site.Created']) {
+      const res = await t.http.get('/v1/events').query({ types }).set('Authorization', auth).expect(400);
+      expect(res.body.details).toEqual([{ path: '/query/types', message: expect.stringMatching(/^unknown event type .*; known: asset\.created, asset\.deleted, /) }]);
+    }
     const malformed = await t.http.get('/v1/events?after=garbage').set('Authorization', auth).expect(400);
     expect(malformed.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/after', message: 'is not a cursor issued by this API' }] }));
     // a cursor's time decides its 410: one that is no time the server writes, or lies in the future,

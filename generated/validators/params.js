@@ -5664,8 +5664,7 @@ return errors === 0;
 validate123.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.listEvents_query = validate124;
-const schema89 = {"type":"object","additionalProperties":false,"properties":{"types":{"type":"string","minLength":1,"maxLength":2000,"pattern":"^[a-z_]+\\.[a-z_]+(,[a-z_]+\\.[a-z_]+)*$"},"resourceId":{"type":"string","minLength":1,"maxLength":64},"after":{"type":"string","minLength":1,"maxLength":200},"afterEvent":{"type":"string","minLength":1,"maxLength":64},"since":{"type":"string","format":"date-time"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":50}},"required":[]};
-const pattern27 = new RegExp("^[a-z_]+\\.[a-z_]+(,[a-z_]+\\.[a-z_]+)*$", "u");
+const schema89 = {"type":"object","additionalProperties":false,"properties":{"types":{"type":"string","minLength":1,"maxLength":2000},"resourceId":{"type":"string","minLength":1,"maxLength":64},"after":{"type":"string","minLength":1,"maxLength":200},"afterEvent":{"type":"string","minLength":1,"maxLength":64},"since":{"type":"string","format":"date-time"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":50}},"required":[]};
 
 function validate124(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5751,16 +5750,6 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(!pattern27.test(data0)){
-const err4 = {instancePath:instancePath+"/types",schemaPath:"#/properties/types/pattern",keyword:"pattern",params:{pattern: "^[a-z_]+\\.[a-z_]+(,[a-z_]+\\.[a-z_]+)*$"},message:"must match pattern \""+"^[a-z_]+\\.[a-z_]+(,[a-z_]+\\.[a-z_]+)*$"+"\""};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
 }
 }
 if(data.resourceId !== undefined){
@@ -5783,12 +5772,12 @@ else if(data1 === null){
 coerced1 = "";
 }
 else {
-const err5 = {instancePath:instancePath+"/resourceId",schemaPath:"#/properties/resourceId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err4 = {instancePath:instancePath+"/resourceId",schemaPath:"#/properties/resourceId/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err5];
+vErrors = [err4];
 }
 else {
-vErrors.push(err5);
+vErrors.push(err4);
 }
 errors++;
 }
@@ -5802,22 +5791,22 @@ data["resourceId"] = coerced1;
 }
 if(typeof data1 === "string"){
 if(func1(data1) > 64){
-const err6 = {instancePath:instancePath+"/resourceId",schemaPath:"#/properties/resourceId/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+const err5 = {instancePath:instancePath+"/resourceId",schemaPath:"#/properties/resourceId/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(func1(data1) < 1){
+const err6 = {instancePath:instancePath+"/resourceId",schemaPath:"#/properties/resourceId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err6];
 }
 else {
 vErrors.push(err6);
-}
-errors++;
-}
-if(func1(data1) < 1){
-const err7 = {instancePath:instancePath+"/resourceId",schemaPath:"#/properties/resourceId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
 }
 errors++;
 }
@@ -5843,12 +5832,12 @@ else if(data2 === null){
 coerced2 = "";
 }
 else {
-const err8 = {instancePath:instancePath+"/after",schemaPath:"#/properties/after/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err7 = {instancePath:instancePath+"/after",schemaPath:"#/properties/after/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err7];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err7);
 }
 errors++;
 }
@@ -5862,22 +5851,22 @@ data["after"] = coerced2;
 }
 if(typeof data2 === "string"){
 if(func1(data2) > 200){
-const err9 = {instancePath:instancePath+"/after",schemaPath:"#/properties/after/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
+const err8 = {instancePath:instancePath+"/after",schemaPath:"#/properties/after/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(func1(data2) < 1){
+const err9 = {instancePath:instancePath+"/after",schemaPath:"#/properties/after/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err9];
 }
 else {
 vErrors.push(err9);
-}
-errors++;
-}
-if(func1(data2) < 1){
-const err10 = {instancePath:instancePath+"/after",schemaPath:"#/properties/after/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
 }
 errors++;
 }
@@ -5903,12 +5892,12 @@ else if(data3 === null){
 coerced3 = "";
 }
 else {
-const err11 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err10 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err11];
+vErrors = [err10];
 }
 else {
-vErrors.push(err11);
+vErrors.push(err10);
 }
 errors++;
 }
@@ -5922,22 +5911,22 @@ data["afterEvent"] = coerced3;
 }
 if(typeof data3 === "string"){
 if(func1(data3) > 64){
-const err12 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+const err11 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(func1(data3) < 1){
+const err12 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err12];
 }
 else {
 vErrors.push(err12);
-}
-errors++;
-}
-if(func1(data3) < 1){
-const err13 = {instancePath:instancePath+"/afterEvent",schemaPath:"#/properties/afterEvent/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
 }
 errors++;
 }
@@ -5963,12 +5952,12 @@ else if(data4 === null){
 coerced4 = "";
 }
 else {
-const err14 = {instancePath:instancePath+"/since",schemaPath:"#/properties/since/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err13 = {instancePath:instancePath+"/since",schemaPath:"#/properties/since/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err14];
+vErrors = [err13];
 }
 else {
-vErrors.push(err14);
+vErrors.push(err13);
 }
 errors++;
 }
@@ -5982,12 +5971,12 @@ data["since"] = coerced4;
 }
 if(typeof data4 === "string"){
 if(!(formats0.validate(data4))){
-const err15 = {instancePath:instancePath+"/since",schemaPath:"#/properties/since/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+const err14 = {instancePath:instancePath+"/since",schemaPath:"#/properties/since/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
-vErrors = [err15];
+vErrors = [err14];
 }
 else {
-vErrors.push(err15);
+vErrors.push(err14);
 }
 errors++;
 }
@@ -6010,12 +5999,12 @@ if(dataType5 === "boolean" || data5 === null
 coerced5 = +data5;
 }
 else {
-const err16 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err15 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
-vErrors = [err16];
+vErrors = [err15];
 }
 else {
-vErrors.push(err16);
+vErrors.push(err15);
 }
 errors++;
 }
@@ -6029,7 +6018,17 @@ data["limit"] = coerced5;
 }
 if((typeof data5 == "number") && (isFinite(data5))){
 if(data5 > 500 || isNaN(data5)){
-const err17 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 500},message:"must be <= 500"};
+const err16 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 500},message:"must be <= 500"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+if(data5 < 1 || isNaN(data5)){
+const err17 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -6038,25 +6037,15 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(data5 < 1 || isNaN(data5)){
-const err18 = {instancePath:instancePath+"/limit",schemaPath:"#/properties/limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+else {
+const err18 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err18];
 }
 else {
 vErrors.push(err18);
-}
-errors++;
-}
-}
-}
-else {
-const err19 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
 }
 errors++;
 }
@@ -7192,7 +7181,7 @@ validate132.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false}
 
 exports.listIntegrationTriggerSamples_path = validate135;
 const schema98 = {"type":"object","additionalProperties":false,"properties":{"partner":{"type":"string","pattern":"^[a-z][a-z0-9-]{1,39}$"},"key":{"type":"string","minLength":1,"maxLength":60,"pattern":"^[a-z_]+\\.[a-z_]+$"}},"required":["partner","key"]};
-const pattern33 = new RegExp("^[a-z_]+\\.[a-z_]+$", "u");
+const pattern32 = new RegExp("^[a-z_]+\\.[a-z_]+$", "u");
 
 function validate135(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7345,7 +7334,7 @@ vErrors.push(err7);
 }
 errors++;
 }
-if(!pattern33.test(data1)){
+if(!pattern32.test(data1)){
 const err8 = {instancePath:instancePath+"/key",schemaPath:"#/properties/key/pattern",keyword:"pattern",params:{pattern: "^[a-z_]+\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z_]+\\.[a-z_]+$"+"\""};
 if(vErrors === null){
 vErrors = [err8];
@@ -8296,7 +8285,7 @@ validate145.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false}
 exports.listLogs_query = validate146;
 const schema107 = {"type":"object","additionalProperties":false,"properties":{"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"limit":{"type":"integer","minimum":1,"maximum":500,"default":50},"cursor":{"type":"string","minLength":1,"maxLength":200}},"required":["entityType","entityId"]};
 const schema108 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
-const pattern35 = new RegExp("^[a-z][a-z0-9_]{0,39}$", "u");
+const pattern34 = new RegExp("^[a-z][a-z0-9_]{0,39}$", "u");
 
 function validate147(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8344,7 +8333,7 @@ parentData[parentDataProperty] = coerced0;
 }
 }
 if(typeof data === "string"){
-if(!pattern35.test(data)){
+if(!pattern34.test(data)){
 const err1 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]{0,39}$"},message:"must match pattern \""+"^[a-z][a-z0-9_]{0,39}$"+"\""};
 if(vErrors === null){
 vErrors = [err1];
@@ -8361,7 +8350,7 @@ return errors === 0;
 validate147.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 const schema109 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
-const pattern36 = new RegExp("^[A-Za-z0-9_.:-]+$", "u");
+const pattern35 = new RegExp("^[A-Za-z0-9_.:-]+$", "u");
 
 function validate149(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8429,7 +8418,7 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(!pattern36.test(data)){
+if(!pattern35.test(data)){
 const err3 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_.:-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_.:-]+$"+"\""};
 if(vErrors === null){
 vErrors = [err3];

@@ -14,7 +14,9 @@ export function renderError(err: unknown, req: Request, res: Response, _next: Ne
   const { requestId, log } = contextOf(res);
   const apiError = toApiError(err);
   contextOf(res).errorCode = apiError.code;
-  if (apiError.code === 'SERVICE_UNAVAILABLE') log.warn({ err: (err as Error)?.message, requestId }, 'database unavailable');
+  // `reason` says what was unavailable: the database, or what the code answered 503 for itself
+  // (test messages under way, a DNS lookup failing for now, /readyz)
+  if (apiError.code === 'SERVICE_UNAVAILABLE') log.warn({ reason: apiError.message, ...(err instanceof ApiError ? {} : { err: (err as Error)?.message }), requestId }, 'service unavailable');
   else if (apiError.status >= 500) log.error({ err, requestId }, 'request failed');
   if (res.headersSent) {
     res.end();

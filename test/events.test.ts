@@ -193,6 +193,12 @@ describeEachDatabase('the change feed', (t) => {
       const refused = await t.http.get('/v1/events').query(query).set('Authorization', auth).expect(400);
       expect([JSON.stringify(query), refused.body.code, refused.body.details[0].path]).toEqual([JSON.stringify(query), 'VALIDATION_ERROR', path]);
     }
+    // an offset's + written as is arrives as a space: the refusal says how to write it
+    const plus = await t.http.get('/v1/events?since=2026-11-25T10:00:00+01:00').set('Authorization', auth).expect(400);
+    expect(plus.body.details).toEqual([{ path: '/query/since', message: expect.stringContaining("a + in a URL's query is read as a space: write the offset +01:00 as %2B01:00") }]);
+    const minuteAgo = new Date(Date.now() - 60_000).toISOString();
+    const escaped = await t.http.get(`/v1/events?since=${encodeURIComponent(minuteAgo.replace('Z', '+00:00'))}`).set('Authorization', auth).expect(200);
+    expect(escaped.body.data).toEqual((await feed(auth, `?since=${minuteAgo}`)).data);
   });
 
   it('answers 410 CURSOR_EXPIRED for afterEvent naming an event older than the retention, purged or not yet', async () => {

@@ -36,7 +36,13 @@ export function validateQueryOrThrow<T extends Record<string, unknown>>(validate
     const detail = { path: '/query', message: 'has a malformed percent-escape, or one that is not UTF-8' };
     throw new ApiError('VALIDATION_ERROR', 'The query string has a malformed percent-encoding', [detail]);
   }
-  const query = validateOrThrow(validate, { ...raw }, '/query');
+  let query: T;
+  try {
+    query = validateOrThrow(validate, { ...raw }, '/query');
+  } catch (err) {
+    if (err instanceof ApiError) throw withPlusHint(err, raw);
+    throw err;
+  }
   for (const [name, value] of Object.entries(query)) {
     const sent = raw[name];
     if (typeof value === 'number' && typeof sent === 'string' && !DECIMAL.test(sent)) {
@@ -48,6 +54,20 @@ export function validateQueryOrThrow<T extends Record<string, unknown>>(validate
 }
 
 const DECIMAL = /^-?\d+(\.\d+)?$/;
+
+/**
+ * A time sent with its `+hh:mm` offset unescaped reaches the server with a space for the `+`
+ * (a URL's query reads `+` as a space): the date-time refusal of such a value says so.
+ */
+function withPlusHint(err: ApiError, raw: Record<string, unknown>): ApiError {
+  const hinted = err.details?.map((detail) => {
+    const sent = raw[(detail.path ?? '').replace(/^\/query\//, '')];
+    return detail.message.startsWith('must be an RFC 3339 date-time') && typeof sent === 'string' && / \d{2}:\d{2}$/.test(sent)
+      ? { ...detail, message: `${detail.message}; a + in a URL's query is read as a space: write the offset +${sent.slice(-5)} as %2B${sent.slice(-5)}` }
+      : detail;
+  });
+  return hinted && hinted.some((d, i) => d !== err.details![i]) ? new ApiError(err.code, err.message, hinted, err.headers) : err;
+}
 
 /**
  * `rule`: the body's rule as a whole, in words (the operation index's `bodyRule`), shown for a

@@ -1799,6 +1799,10 @@ export interface components {
         EventType: "asset.created" | "asset.deleted" | "asset.updated" | "checkin.activated" | "checkin.checked_out" | "checkin.created" | "checkin.updated" | "issue.closed" | "issue.created" | "issue.resolved" | "issue.updated" | "log.created" | "run.completed" | "run.started" | "run.updated" | "schedule.created" | "schedule.deleted" | "schedule.updated" | "sensor_readings.ingested" | "site.created" | "site.deleted" | "site.updated" | "template.created" | "template.deleted" | "template.updated" | "user.created" | "user.updated";
         /** @description Update events only: the names of the fields whose value changed (`updatedAt` is never listed). Never empty: an update that changes nothing records no event. */
         ChangedFields: string[];
+        /** @description Update events only: each field `changedFields` names, with its value before the change as `GET` showed it (`null` for a field it did not show). What a consumer needs to act on a transition — a status that went from `open` to `resolved` — without keeping a copy of the resource. Absent on update events recorded by versions before it was introduced. */
+        PreviousValues: {
+            [key: string]: unknown;
+        };
         Event: {
             /** @description Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries. */
             id: string;
@@ -1810,6 +1814,7 @@ export interface components {
                 [key: string]: unknown;
             };
             changedFields?: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         /**
          * Format: int64
@@ -1851,6 +1856,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Site"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         SiteDeletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -1879,6 +1885,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["User"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         CheckinCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -1898,6 +1905,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Checkin"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         CheckinCheckedOutWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -1908,6 +1916,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Checkin"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         CheckinUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -1918,6 +1927,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Checkin"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         LogCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -1955,6 +1965,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Asset"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         AssetDeletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -1983,6 +1994,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Issue"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         IssueResolvedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -1993,6 +2005,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Issue"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         IssueClosedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -2003,6 +2016,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Issue"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         TemplateCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -2022,6 +2036,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Template"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         TemplateDeletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -2050,6 +2065,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Run"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         RunCompletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -2060,6 +2076,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Run"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         ScheduleCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -2079,6 +2096,7 @@ export interface components {
             sequence: components["schemas"]["EventSequence"];
             data: components["schemas"]["Schedule"];
             changedFields: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         ScheduleDeletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
@@ -2127,6 +2145,7 @@ export interface components {
                 [key: string]: unknown;
             };
             changedFields?: components["schemas"]["ChangedFields"];
+            previousValues?: components["schemas"]["PreviousValues"];
         };
         IntegrationEventSamples: {
             data: components["schemas"]["IntegrationEvent"][];
@@ -3896,7 +3915,12 @@ export interface operations {
                      *             "checkedInAt",
                      *             "coordinates",
                      *             "status"
-                     *           ]
+                     *           ],
+                     *           "previousValues": {
+                     *             "checkedInAt": null,
+                     *             "coordinates": null,
+                     *             "status": "pre_checkin"
+                     *           }
                      *         }
                      *       ],
                      *       "nextCursor": "WzEwNDIsIjIwMjYtMTEtMjJUMDQ6MTk6NTAuMTIzWiJd"
@@ -6944,7 +6968,10 @@ export interface operations {
                  *       },
                  *       "changedFields": [
                  *         "geofenceRadiusMeters"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "geofenceRadiusMeters": 150
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["SiteUpdatedWebhook"];
@@ -7079,7 +7106,16 @@ export interface operations {
                  *         "lastLocationLng",
                  *         "lastLocationSiteId",
                  *         "lastLocationSource"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "lastLocationAccuracyMeters": null,
+                 *         "lastLocationCapturedAt": null,
+                 *         "lastLocationCheckinId": null,
+                 *         "lastLocationLat": null,
+                 *         "lastLocationLng": null,
+                 *         "lastLocationSiteId": null,
+                 *         "lastLocationSource": null
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["UserUpdatedWebhook"];
@@ -7200,7 +7236,18 @@ export interface operations {
                  *         "suspicionReasons",
                  *         "suspicious",
                  *         "withinGeofence"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "checkInAddress": null,
+                 *         "checkedInAt": null,
+                 *         "coordinates": null,
+                 *         "distanceFromSiteMeters": null,
+                 *         "geofenceStatus": "no_coordinates",
+                 *         "status": "pre_checkin",
+                 *         "suspicionReasons": [],
+                 *         "suspicious": false,
+                 *         "withinGeofence": null
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["CheckinActivatedWebhook"];
@@ -7263,7 +7310,12 @@ export interface operations {
                  *         "checkOutAddress",
                  *         "checkedOutAt",
                  *         "status"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "checkOutAddress": null,
+                 *         "checkedOutAt": null,
+                 *         "status": "active"
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["CheckinCheckedOutWebhook"];
@@ -7324,7 +7376,10 @@ export interface operations {
                  *       },
                  *       "changedFields": [
                  *         "checkInAddress"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "checkInAddress": "Gate 2, Grid Road"
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["CheckinUpdatedWebhook"];
@@ -7508,7 +7563,10 @@ export interface operations {
                  *       },
                  *       "changedFields": [
                  *         "serialNumber"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "serialNumber": null
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["AssetUpdatedWebhook"];
@@ -7643,7 +7701,10 @@ export interface operations {
                  *       },
                  *       "changedFields": [
                  *         "assigneeUserId"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "assigneeUserId": null
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["IssueUpdatedWebhook"];
@@ -7695,7 +7756,11 @@ export interface operations {
                  *       "changedFields": [
                  *         "resolvedAt",
                  *         "status"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "resolvedAt": null,
+                 *         "status": "in_progress"
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["IssueResolvedWebhook"];
@@ -7747,7 +7812,11 @@ export interface operations {
                  *       "changedFields": [
                  *         "closedAt",
                  *         "status"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "closedAt": null,
+                 *         "status": "resolved"
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["IssueClosedWebhook"];
@@ -7849,7 +7918,11 @@ export interface operations {
                  *       "changedFields": [
                  *         "name",
                  *         "version"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "name": "Substation monthly",
+                 *         "version": 1
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["TemplateUpdatedWebhook"];
@@ -8006,7 +8079,10 @@ export interface operations {
                  *       },
                  *       "changedFields": [
                  *         "answers"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "answers": {}
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["RunUpdatedWebhook"];
@@ -8074,7 +8150,13 @@ export interface operations {
                  *         "failedItemIds",
                  *         "score",
                  *         "status"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "completedAt": null,
+                 *         "failedItemIds": [],
+                 *         "score": null,
+                 *         "status": "in_progress"
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["RunCompletedWebhook"];
@@ -8167,7 +8249,10 @@ export interface operations {
                  *       },
                  *       "changedFields": [
                  *         "durationMinutes"
-                 *       ]
+                 *       ],
+                 *       "previousValues": {
+                 *         "durationMinutes": 30
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["ScheduleUpdatedWebhook"];

@@ -56,9 +56,10 @@ describeEachDatabase('the change feed', (t) => {
     const page = await feed(auth);
     expect(page.data).toEqual([
       { id: anId('evt'), type: 'checkin.created', sequence: expect.any(Number), occurredAt: aTimestamp(), data: created },
-      { id: anId('evt'), type: 'checkin.activated', sequence: expect.any(Number), occurredAt: aTimestamp(), data: activated, changedFields: ['checkedInAt', 'status'] },
-      { id: anId('evt'), type: 'checkin.updated', sequence: expect.any(Number), occurredAt: aTimestamp(), data: updated, changedFields: ['checkInAddress'] },
-      { id: anId('evt'), type: 'checkin.checked_out', sequence: expect.any(Number), occurredAt: aTimestamp(), data: out, changedFields: ['checkedOutAt', 'status'] },
+      // update events carry each changed field's value from before the change, as GET showed it then
+      { id: anId('evt'), type: 'checkin.activated', sequence: expect.any(Number), occurredAt: aTimestamp(), data: activated, changedFields: ['checkedInAt', 'status'], previousValues: { checkedInAt: null, status: 'pre_checkin' } },
+      { id: anId('evt'), type: 'checkin.updated', sequence: expect.any(Number), occurredAt: aTimestamp(), data: updated, changedFields: ['checkInAddress'], previousValues: { checkInAddress: null } },
+      { id: anId('evt'), type: 'checkin.checked_out', sequence: expect.any(Number), occurredAt: aTimestamp(), data: out, changedFields: ['checkedOutAt', 'status'], previousValues: { checkedOutAt: null, status: 'active' } },
     ]);
     const sequences = page.data.map((e: { sequence: number }) => e.sequence);
     expect([...sequences].sort((a, b) => a - b)).toEqual(sequences);

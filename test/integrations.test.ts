@@ -66,9 +66,12 @@ describeEachDatabase('integrations', (t) => {
             key: trigger.key, name: expect.any(String), description: expect.any(String), resource: trigger.key.split('.')[0],
             samplePayload: {
               id: expect.stringMatching(/^evt_/), type: trigger.key, timestamp: aTimestamp(), sequence: expect.any(Number),
-              data: expect.any(Object), ...(trigger.samplePayload.changedFields ? { changedFields: expect.any(Array) } : {}),
+              data: expect.any(Object),
+              // an update's sample names what changed and what it was before, field for field
+              ...(trigger.samplePayload.changedFields ? { changedFields: expect.any(Array), previousValues: expect.any(Object) } : {}),
             },
           });
+          if (trigger.samplePayload.changedFields) expect(Object.keys(trigger.samplePayload.previousValues)).toEqual(trigger.samplePayload.changedFields);
         }
       }
     });

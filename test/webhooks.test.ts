@@ -515,6 +515,9 @@ describeEachDatabase('webhook delivery', (t) => {
     await t.http.patch(`/v1/checkins/${created.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
     const firstTwo = await receiver.waitFor(2, { path: '/replay' });
     const ids = firstTwo.map((r) => r.headers['webhook-id']);
+    // the update is delivered with what changed and what it was before
+    const activation = firstTwo.map((r) => JSON.parse(r.body)).find((body) => body.type === 'checkin.activated');
+    expect(activation).toMatchObject({ changedFields: ['checkedInAt', 'status'], previousValues: { checkedInAt: null, status: 'pre_checkin' }, data: { status: 'active' } });
     const list = await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status === 'succeeded'));
 
     const retried = await t.http.post(`${HOOKS}/${subscription.id}/deliveries/${list[0].id}/retry`).set('Authorization', auth).expect(202);

@@ -140,7 +140,8 @@ describeEachDatabase('the events of every write operation', (t) => {
         sequence: expect.any(Number),
         occurredAt: aTimestamp(),
         data,
-        ...(e.changedFields ? { changedFields: changed } : {}),
+        // …and each one's value before it, as GET showed it then
+        ...(e.changedFields ? { changedFields: changed, previousValues: Object.fromEntries(changed!.map((name) => [name, before[i]![name] ?? null])) } : {}),
       };
     }));
     expect(events).toEqual(wanted);

@@ -1549,7 +1549,7 @@ return errors === 0;
 validate79.evaluated = {"props":{"error":true,"code":true,"details":true,"requestId":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.Event = validate80;
-const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"$ref":"components#/$defs/EventSequence"},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"}}};
+const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"$ref":"components#/$defs/EventSequence"},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 const schema34 = {"type":"string","description":"`<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.","enum":["asset.created","asset.deleted","asset.updated","checkin.activated","checkin.checked_out","checkin.created","checkin.updated","issue.closed","issue.created","issue.resolved","issue.updated","log.created","run.completed","run.started","run.updated","schedule.created","schedule.deleted","schedule.updated","sensor_readings.ingested","site.created","site.deleted","site.updated","template.created","template.deleted","template.updated","user.created","user.updated"]};
 
 function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -1689,6 +1689,35 @@ return errors === 0;
 }
 validate86.evaluated = {"items":true,"dynamicProps":false,"dynamicItems":false};
 
+const schema37 = {"type":"object","additionalProperties":true,"description":"Update events only: each field `changedFields` names, with its value before the change as `GET` showed it (`null` for a field it did not show). What a consumer needs to act on a transition — a status that went from `open` to `resolved` — without keeping a copy of the resource. Absent on update events recorded by versions before it was introduced."};
+
+function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate88.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+}
+else {
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+validate88.errors = vErrors;
+return errors === 0;
+}
+validate88.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
 
 function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -1802,6 +1831,12 @@ vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.error
 errors = vErrors.length;
 }
 }
+if(data.previousValues !== undefined){
+if(!(validate88(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
 const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
@@ -1816,15 +1851,15 @@ errors++;
 validate80.errors = vErrors;
 return errors === 0;
 }
-validate80.evaluated = {"props":{"id":true,"type":true,"sequence":true,"occurredAt":true,"data":true,"changedFields":true},"dynamicProps":false,"dynamicItems":false};
+validate80.evaluated = {"props":{"id":true,"type":true,"sequence":true,"occurredAt":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.EventList = validate88;
-const schema37 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Event"}},"nextCursor":{"type":"string","description":"Pass it as `after` for the next page. Always present: at the end of the feed it marks where to resume when new events arrive."}}};
+exports.EventList = validate90;
+const schema38 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Event"}},"nextCursor":{"type":"string","description":"Pass it as `after` for the next page. Always present: at the end of the feed it marks where to resume when new events arrive."}}};
 
-function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate90(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate88.evaluated;
+const evaluated0 = validate90.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1897,19 +1932,19 @@ vErrors.push(err4);
 }
 errors++;
 }
-validate88.errors = vErrors;
+validate90.errors = vErrors;
 return errors === 0;
 }
-validate88.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate90.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationActionList = validate90;
-const schema38 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema39 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
+exports.IntegrationActionList = validate92;
+const schema39 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema40 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
 
-function validate91(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate93(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate91.evaluated;
+const evaluated0 = validate93.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2048,7 +2083,7 @@ vErrors.push(err11);
 errors++;
 }
 if(!(((((data4 === "GET") || (data4 === "POST")) || (data4 === "PATCH")) || (data4 === "PUT")) || (data4 === "DELETE"))){
-const err12 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema39.properties.method.enum},message:"must be equal to one of the allowed values"};
+const err12 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema40.properties.method.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -2109,16 +2144,16 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate91.errors = vErrors;
+validate93.errors = vErrors;
 return errors === 0;
 }
-validate91.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
+validate93.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate90(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate92(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate90.evaluated;
+const evaluated0 = validate92.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2151,8 +2186,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate91(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate91.errors : vErrors.concat(validate91.errors);
+if(!(validate93(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate93.errors : vErrors.concat(validate93.errors);
 errors = vErrors.length;
 }
 }
@@ -2185,19 +2220,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate90.errors = vErrors;
+validate92.errors = vErrors;
 return errors === 0;
 }
-validate90.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate92.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationEventSamples = validate94;
-const schema40 = {"type":"object","required":["data"],"properties":{"data":{"type":"array","maxItems":3,"items":{"$ref":"components#/$defs/IntegrationEvent"}}}};
-const schema41 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it, or a tombstone for a deletion."},"changedFields":{"$ref":"components#/$defs/ChangedFields"}}};
+exports.IntegrationEventSamples = validate96;
+const schema41 = {"type":"object","required":["data"],"properties":{"data":{"type":"array","maxItems":3,"items":{"$ref":"components#/$defs/IntegrationEvent"}}}};
+const schema42 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it, or a tombstone for a deletion."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate95(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate97(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate95.evaluated;
+const evaluated0 = validate97.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2306,6 +2341,12 @@ vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.error
 errors = vErrors.length;
 }
 }
+if(data.previousValues !== undefined){
+if(!(validate88(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
 const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
@@ -2317,16 +2358,16 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate95.errors = vErrors;
+validate97.errors = vErrors;
 return errors === 0;
 }
-validate95.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true},"dynamicProps":false,"dynamicItems":false};
+validate97.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate94(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate96(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate94.evaluated;
+const evaluated0 = validate96.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2359,8 +2400,8 @@ errors++;
 }
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate95(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate95.errors : vErrors.concat(validate95.errors);
+if(!(validate97(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate97.errors : vErrors.concat(validate97.errors);
 errors = vErrors.length;
 }
 }
@@ -2387,19 +2428,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate94.errors = vErrors;
+validate96.errors = vErrors;
 return errors === 0;
 }
-validate94.evaluated = {"props":{"data":true},"dynamicProps":false,"dynamicItems":false};
+validate96.evaluated = {"props":{"data":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationTriggerList = validate101;
-const schema42 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema43 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"$ref":"components#/$defs/EventType"},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
+exports.IntegrationTriggerList = validate104;
+const schema43 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema44 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"$ref":"components#/$defs/EventType"},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
 
-function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate105(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate102.evaluated;
+const evaluated0 = validate105.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2500,8 +2541,8 @@ errors++;
 }
 }
 if(data.samplePayload !== undefined){
-if(!(validate95(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate95.errors : vErrors.concat(validate95.errors);
+if(!(validate97(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate97.errors : vErrors.concat(validate97.errors);
 errors = vErrors.length;
 }
 }
@@ -2516,16 +2557,16 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate102.errors = vErrors;
+validate105.errors = vErrors;
 return errors === 0;
 }
-validate102.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
+validate105.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate101(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate101.evaluated;
+const evaluated0 = validate104.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2558,8 +2599,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate102(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate102.errors : vErrors.concat(validate102.errors);
+if(!(validate105(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate105.errors : vErrors.concat(validate105.errors);
 errors = vErrors.length;
 }
 }
@@ -2592,19 +2633,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate101.errors = vErrors;
+validate104.errors = vErrors;
 return errors === 0;
 }
-validate101.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate104.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Issue = validate107;
-const schema44 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema45 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
+exports.Issue = validate110;
+const schema45 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema46 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
 
-function validate108(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate108.evaluated;
+const evaluated0 = validate111.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2622,7 +2663,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "open") || (data === "in_progress")) || (data === "resolved")) || (data === "closed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema45.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema46.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2631,17 +2672,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate108.errors = vErrors;
+validate111.errors = vErrors;
 return errors === 0;
 }
-validate108.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate111.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema46 = {"type":"string","enum":["low","medium","high","critical"]};
+const schema47 = {"type":"string","enum":["low","medium","high","critical"]};
 
-function validate110(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate113(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate110.evaluated;
+const evaluated0 = validate113.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2659,7 +2700,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "low") || (data === "medium")) || (data === "high")) || (data === "critical"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema46.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema47.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2668,16 +2709,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate110.errors = vErrors;
+validate113.errors = vErrors;
 return errors === 0;
 }
-validate110.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate113.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate107(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate110(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate107.evaluated;
+const evaluated0 = validate110.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2852,7 +2893,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema44.properties.description.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema45.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -2863,21 +2904,21 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate108(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate108.errors : vErrors.concat(validate108.errors);
+if(!(validate111(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate111.errors : vErrors.concat(validate111.errors);
 errors = vErrors.length;
 }
 }
 if(data.priority !== undefined){
-if(!(validate110(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
+if(!(validate113(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate113.errors : vErrors.concat(validate113.errors);
 errors = vErrors.length;
 }
 }
 if(data.siteId !== undefined){
 let data5 = data.siteId;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema44.properties.siteId.type},message:"must be string,null"};
+const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema45.properties.siteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -2890,7 +2931,7 @@ errors++;
 if(data.assetId !== undefined){
 let data6 = data.assetId;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema44.properties.assetId.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema45.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -2903,7 +2944,7 @@ errors++;
 if(data.runId !== undefined){
 let data7 = data.runId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema44.properties.runId.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema45.properties.runId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -2916,7 +2957,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data8 = data.assigneeUserId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema44.properties.assigneeUserId.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema45.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -2929,7 +2970,7 @@ errors++;
 if(data.dueAt !== undefined){
 let data9 = data.dueAt;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema44.properties.dueAt.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema45.properties.dueAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -2954,7 +2995,7 @@ errors++;
 if(data.resolvedAt !== undefined){
 let data10 = data.resolvedAt;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema44.properties.resolvedAt.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema45.properties.resolvedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -2979,7 +3020,7 @@ errors++;
 if(data.closedAt !== undefined){
 let data11 = data.closedAt;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema44.properties.closedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema45.properties.closedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -3024,18 +3065,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate107.errors = vErrors;
+validate110.errors = vErrors;
 return errors === 0;
 }
-validate107.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate110.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IssueList = validate114;
-const schema47 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.IssueList = validate117;
+const schema48 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate114(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate117(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate114.evaluated;
+const evaluated0 = validate117.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3068,8 +3109,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate107(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate107.errors : vErrors.concat(validate107.errors);
+if(!(validate110(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
 errors = vErrors.length;
 }
 }
@@ -3102,20 +3143,20 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate114.errors = vErrors;
+validate117.errors = vErrors;
 return errors === 0;
 }
-validate114.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate117.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Log = validate117;
-const schema48 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema49 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
+exports.Log = validate120;
+const schema49 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema50 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
 const pattern4 = new RegExp("^[a-z][a-z0-9_]{0,39}$", "u");
 
-function validate118(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate121(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate118.evaluated;
+const evaluated0 = validate121.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3144,18 +3185,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate118.errors = vErrors;
+validate121.errors = vErrors;
 return errors === 0;
 }
-validate118.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate121.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema50 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
+const schema51 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
 const pattern5 = new RegExp("^[A-Za-z0-9_.:-]+$", "u");
 
-function validate120(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate123(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate120.evaluated;
+const evaluated0 = validate123.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3204,17 +3245,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate120.errors = vErrors;
+validate123.errors = vErrors;
 return errors === 0;
 }
-validate120.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate123.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema51 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
+const schema52 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
 
-function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate125(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate122.evaluated;
+const evaluated0 = validate125.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3232,7 +3273,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "comment") || (data === "note")) || (data === "status"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema51.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema52.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3241,18 +3282,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate122.errors = vErrors;
+validate125.errors = vErrors;
 return errors === 0;
 }
-validate122.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate125.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema52 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
+const schema53 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
 const pattern6 = new RegExp("^[a-z][a-z0-9_.-]{0,39}$", "u");
 
-function validate124(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate124.evaluated;
+const evaluated0 = validate127.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3281,16 +3322,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate124.errors = vErrors;
+validate127.errors = vErrors;
 return errors === 0;
 }
-validate124.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate127.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate117(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate120(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate117.evaluated;
+const evaluated0 = validate120.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3381,20 +3422,20 @@ errors++;
 }
 }
 if(data.entityType !== undefined){
-if(!(validate118(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate118.errors : vErrors.concat(validate118.errors);
+if(!(validate121(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate121.errors : vErrors.concat(validate121.errors);
 errors = vErrors.length;
 }
 }
 if(data.entityId !== undefined){
-if(!(validate120(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
+if(!(validate123(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate123.errors : vErrors.concat(validate123.errors);
 errors = vErrors.length;
 }
 }
 if(data.entryType !== undefined){
-if(!(validate122(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate122.errors : vErrors.concat(validate122.errors);
+if(!(validate125(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate125.errors : vErrors.concat(validate125.errors);
 errors = vErrors.length;
 }
 }
@@ -3411,8 +3452,8 @@ errors++;
 }
 }
 if(data.source !== undefined){
-if(!(validate124(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate124.errors : vErrors.concat(validate124.errors);
+if(!(validate127(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate127.errors : vErrors.concat(validate127.errors);
 errors = vErrors.length;
 }
 }
@@ -3433,18 +3474,18 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate117.errors = vErrors;
+validate120.errors = vErrors;
 return errors === 0;
 }
-validate117.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate120.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.LogList = validate127;
-const schema53 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.LogList = validate130;
+const schema54 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate130(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate127.evaluated;
+const evaluated0 = validate130.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3477,8 +3518,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate117(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate117.errors : vErrors.concat(validate117.errors);
+if(!(validate120(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
 errors = vErrors.length;
 }
 }
@@ -3511,21 +3552,21 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate127.errors = vErrors;
+validate130.errors = vErrors;
 return errors === 0;
 }
-validate127.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate130.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.OccurrenceList = validate130;
-const schema54 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema55 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
-const schema56 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
+exports.OccurrenceList = validate133;
+const schema55 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema56 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
+const schema57 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
 const pattern7 = new RegExp("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$", "u");
 
-function validate134(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate137(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate134.evaluated;
+const evaluated0 = validate137.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3554,16 +3595,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate134.errors = vErrors;
+validate137.errors = vErrors;
 return errors === 0;
 }
-validate134.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate137.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate131(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate134(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate131.evaluated;
+const evaluated0 = validate134.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3732,7 +3773,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data4 = data.assigneeUserId;
 if((typeof data4 !== "string") && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema55.properties.assigneeUserId.type},message:"must be string,null"};
+const err15 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema56.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -3755,8 +3796,8 @@ errors = vErrors.length;
 }
 }
 if(data.localStartAt !== undefined){
-if(!(validate134(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate134.errors : vErrors.concat(validate134.errors);
+if(!(validate137(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate137.errors : vErrors.concat(validate137.errors);
 errors = vErrors.length;
 }
 }
@@ -3775,7 +3816,7 @@ errors++;
 if(data.runId !== undefined){
 let data9 = data.runId;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err17 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema55.properties.runId.type},message:"must be string,null"};
+const err17 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema56.properties.runId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -3788,7 +3829,7 @@ errors++;
 if(data.runStatus !== undefined){
 let data10 = data.runStatus;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err18 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/type",keyword:"type",params:{type: schema55.properties.runStatus.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/type",keyword:"type",params:{type: schema56.properties.runStatus.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -3798,7 +3839,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!(((data10 === "in_progress") || (data10 === "completed")) || (data10 === null))){
-const err19 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/enum",keyword:"enum",params:{allowedValues: schema55.properties.runStatus.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/enum",keyword:"enum",params:{allowedValues: schema56.properties.runStatus.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -3819,16 +3860,16 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate131.errors = vErrors;
+validate134.errors = vErrors;
 return errors === 0;
 }
-validate131.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
+validate134.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate130(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate133(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate130.evaluated;
+const evaluated0 = validate133.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3861,8 +3902,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate131(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
+if(!(validate134(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate134.errors : vErrors.concat(validate134.errors);
 errors = vErrors.length;
 }
 }
@@ -3895,20 +3936,20 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate130.errors = vErrors;
+validate133.errors = vErrors;
 return errors === 0;
 }
-validate130.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate133.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Run = validate138;
-const schema57 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema58 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
-const schema59 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
+exports.Run = validate141;
+const schema58 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema59 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
+const schema60 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
 
-function validate140(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate143(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate140.evaluated;
+const evaluated0 = validate143.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3926,7 +3967,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "yes_no") || (data === "text")) || (data === "number")) || (data === "choice")) || (data === "photo_url"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema59.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema60.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3935,16 +3976,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate140.errors = vErrors;
+validate143.errors = vErrors;
 return errors === 0;
 }
-validate140.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate143.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate139(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate139.evaluated;
+const evaluated0 = validate142.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4027,8 +4068,8 @@ errors++;
 }
 }
 if(data.type !== undefined){
-if(!(validate140(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+if(!(validate143(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate143.errors : vErrors.concat(validate143.errors);
 errors = vErrors.length;
 }
 }
@@ -4047,7 +4088,7 @@ errors++;
 if(data.options !== undefined){
 let data4 = data.options;
 if((!(Array.isArray(data4))) && (data4 !== null)){
-const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema58.properties.options.type},message:"must be array,null"};
+const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema59.properties.options.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -4083,17 +4124,17 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate139.errors = vErrors;
+validate142.errors = vErrors;
 return errors === 0;
 }
-validate139.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
+validate142.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema60 = {"type":"string","enum":["in_progress","completed"]};
+const schema61 = {"type":"string","enum":["in_progress","completed"]};
 
-function validate143(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate146(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate143.evaluated;
+const evaluated0 = validate146.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4111,7 +4152,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((data === "in_progress") || (data === "completed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema60.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema61.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -4120,17 +4161,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate143.errors = vErrors;
+validate146.errors = vErrors;
 return errors === 0;
 }
-validate143.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate146.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema61 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
+const schema62 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
 
-function validate145(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate148(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate145.evaluated;
+const evaluated0 = validate148.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4138,7 +4179,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(((typeof data !== "boolean") && (typeof data !== "string")) && (!((typeof data == "number") && (isFinite(data))))){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema61.type},message:"must be boolean,string,number"};
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema62.type},message:"must be boolean,string,number"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -4147,16 +4188,16 @@ vErrors.push(err0);
 }
 errors++;
 }
-validate145.errors = vErrors;
+validate148.errors = vErrors;
 return errors === 0;
 }
-validate145.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate148.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate138(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate141(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate138.evaluated;
+const evaluated0 = validate141.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4378,8 +4419,8 @@ let data3 = data.items;
 if(Array.isArray(data3)){
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate139(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate139.errors : vErrors.concat(validate139.errors);
+if(!(validate142(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
 errors = vErrors.length;
 }
 }
@@ -4422,7 +4463,7 @@ errors++;
 if(data.assetId !== undefined){
 let data7 = data.assetId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema57.properties.assetId.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema58.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -4435,7 +4476,7 @@ errors++;
 if(data.occurrenceId !== undefined){
 let data8 = data.occurrenceId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema57.properties.occurrenceId.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema58.properties.occurrenceId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -4446,8 +4487,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate143(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate143.errors : vErrors.concat(validate143.errors);
+if(!(validate146(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate146.errors : vErrors.concat(validate146.errors);
 errors = vErrors.length;
 }
 }
@@ -4455,8 +4496,8 @@ if(data.answers !== undefined){
 let data10 = data.answers;
 if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
 for(const key0 in data10){
-if(!(validate145(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate145.errors : vErrors.concat(validate145.errors);
+if(!(validate148(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate148.errors : vErrors.concat(validate148.errors);
 errors = vErrors.length;
 }
 }
@@ -4475,7 +4516,7 @@ errors++;
 if(data.score !== undefined){
 let data12 = data.score;
 if((!((typeof data12 == "number") && (isFinite(data12)))) && (data12 !== null)){
-const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema57.properties.score.type},message:"must be number,null"};
+const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema58.properties.score.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -4510,7 +4551,7 @@ errors++;
 if(data.failedItemIds !== undefined){
 let data13 = data.failedItemIds;
 if((!(Array.isArray(data13))) && (data13 !== null)){
-const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema57.properties.failedItemIds.type},message:"must be array,null"};
+const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema58.properties.failedItemIds.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -4544,7 +4585,7 @@ errors = vErrors.length;
 if(data.completedAt !== undefined){
 let data16 = data.completedAt;
 if((typeof data16 !== "string") && (data16 !== null)){
-const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema57.properties.completedAt.type},message:"must be string,null"};
+const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema58.properties.completedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -4589,18 +4630,18 @@ vErrors.push(err33);
 }
 errors++;
 }
-validate138.errors = vErrors;
+validate141.errors = vErrors;
 return errors === 0;
 }
-validate138.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate141.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.RunList = validate150;
-const schema62 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.RunList = validate153;
+const schema63 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate150(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate153(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate150.evaluated;
+const evaluated0 = validate153.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4633,8 +4674,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate138(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate138.errors : vErrors.concat(validate138.errors);
+if(!(validate141(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate141.errors : vErrors.concat(validate141.errors);
 errors = vErrors.length;
 }
 }
@@ -4667,18 +4708,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate150.errors = vErrors;
+validate153.errors = vErrors;
 return errors === 0;
 }
-validate150.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate153.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Schedule = validate153;
-const schema63 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Schedule = validate156;
+const schema64 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate153(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate156(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate153.evaluated;
+const evaluated0 = validate156.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4835,7 +4876,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data3 = data.assigneeUserId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema63.properties.assigneeUserId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema64.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -4858,8 +4899,8 @@ errors++;
 }
 }
 if(data.startsAt !== undefined){
-if(!(validate134(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate134.errors : vErrors.concat(validate134.errors);
+if(!(validate137(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate137.errors : vErrors.concat(validate137.errors);
 errors = vErrors.length;
 }
 }
@@ -4907,7 +4948,7 @@ errors++;
 if(data.recurrence !== undefined){
 let data8 = data.recurrence;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema63.properties.recurrence.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema64.properties.recurrence.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -4940,18 +4981,18 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate153.errors = vErrors;
+validate156.errors = vErrors;
 return errors === 0;
 }
-validate153.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate156.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.ScheduleList = validate158;
-const schema64 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.ScheduleList = validate161;
+const schema65 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate158(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate161(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate158.evaluated;
+const evaluated0 = validate161.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4984,8 +5025,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate153(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
+if(!(validate156(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate156.errors : vErrors.concat(validate156.errors);
 errors = vErrors.length;
 }
 }
@@ -5018,18 +5059,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate158.errors = vErrors;
+validate161.errors = vErrors;
 return errors === 0;
 }
-validate158.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate161.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReading = validate161;
-const schema65 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.SensorReading = validate164;
+const schema66 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate161(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate164(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate161.evaluated;
+const evaluated0 = validate164.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5176,7 +5217,7 @@ errors++;
 if(data.sensorName !== undefined){
 let data3 = data.sensorName;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema65.properties.sensorName.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema66.properties.sensorName.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -5258,27 +5299,27 @@ vErrors.push(err18);
 }
 errors++;
 }
-validate161.errors = vErrors;
+validate164.errors = vErrors;
 return errors === 0;
 }
-validate161.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate164.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingIngestResult = validate164;
-const schema66 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
-const schema67 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
+exports.SensorReadingIngestResult = validate167;
+const schema67 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
+const schema68 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
 
-function validate165(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate168(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate165.evaluated;
+const evaluated0 = validate168.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate161(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+if(!(validate164(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate164.errors : vErrors.concat(validate164.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -5315,16 +5356,16 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate165.errors = vErrors;
+validate168.errors = vErrors;
 return errors === 0;
 }
-validate165.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate168.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate164(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate167(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate164.evaluated;
+const evaluated0 = validate167.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5417,8 +5458,8 @@ let data2 = data.data;
 if(Array.isArray(data2)){
 const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate165(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate165.errors : vErrors.concat(validate165.errors);
+if(!(validate168(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
 errors = vErrors.length;
 }
 }
@@ -5445,18 +5486,18 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate164.errors = vErrors;
+validate167.errors = vErrors;
 return errors === 0;
 }
-validate164.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate167.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingList = validate168;
-const schema68 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.SensorReadingList = validate171;
+const schema69 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate168(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate171(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate168.evaluated;
+const evaluated0 = validate171.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5489,8 +5530,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate161(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+if(!(validate164(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate164.errors : vErrors.concat(validate164.errors);
 errors = vErrors.length;
 }
 }
@@ -5523,18 +5564,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate168.errors = vErrors;
+validate171.errors = vErrors;
 return errors === 0;
 }
-validate168.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate171.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Site = validate171;
-const schema69 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Site = validate174;
+const schema70 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate171(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate174(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate171.evaluated;
+const evaluated0 = validate174.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5659,7 +5700,7 @@ errors++;
 if(data.address !== undefined){
 let data2 = data.address;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema69.properties.address.type},message:"must be string,null"};
+const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema70.properties.address.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -5672,7 +5713,7 @@ errors++;
 if(data.latitude !== undefined){
 let data3 = data.latitude;
 if((!((typeof data3 == "number") && (isFinite(data3)))) && (data3 !== null)){
-const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema69.properties.latitude.type},message:"must be number,null"};
+const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema70.properties.latitude.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -5707,7 +5748,7 @@ errors++;
 if(data.longitude !== undefined){
 let data4 = data.longitude;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema69.properties.longitude.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema70.properties.longitude.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -5777,7 +5818,7 @@ errors++;
 if(data.timezone !== undefined){
 let data6 = data.timezone;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema69.properties.timezone.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema70.properties.timezone.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -5810,18 +5851,18 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate171.errors = vErrors;
+validate174.errors = vErrors;
 return errors === 0;
 }
-validate171.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate174.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SiteList = validate174;
-const schema70 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.SiteList = validate177;
+const schema71 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate174(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate177(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate174.evaluated;
+const evaluated0 = validate177.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5854,8 +5895,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate171(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate171.errors : vErrors.concat(validate171.errors);
+if(!(validate174(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate174.errors : vErrors.concat(validate174.errors);
 errors = vErrors.length;
 }
 }
@@ -5888,18 +5929,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate174.errors = vErrors;
+validate177.errors = vErrors;
 return errors === 0;
 }
-validate174.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate177.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Template = validate177;
-const schema71 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Template = validate180;
+const schema72 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate177(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate180(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate177.evaluated;
+const evaluated0 = validate180.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6004,7 +6045,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema71.properties.description.type},message:"must be string,null"};
+const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema72.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -6044,8 +6085,8 @@ let data4 = data.items;
 if(Array.isArray(data4)){
 const len0 = data4.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate139(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate139.errors : vErrors.concat(validate139.errors);
+if(!(validate142(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
 errors = vErrors.length;
 }
 }
@@ -6084,18 +6125,18 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate177.errors = vErrors;
+validate180.errors = vErrors;
 return errors === 0;
 }
-validate177.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate180.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.TemplateList = validate181;
-const schema72 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.TemplateList = validate184;
+const schema73 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate181(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate184(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate181.evaluated;
+const evaluated0 = validate184.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6128,8 +6169,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate177(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
+if(!(validate180(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate180.errors : vErrors.concat(validate180.errors);
 errors = vErrors.length;
 }
 }
@@ -6162,19 +6203,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate181.errors = vErrors;
+validate184.errors = vErrors;
 return errors === 0;
 }
-validate181.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate184.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.User = validate184;
-const schema73 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema74 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
+exports.User = validate187;
+const schema74 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema75 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
 
-function validate185(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate188(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate185.evaluated;
+const evaluated0 = validate188.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6192,7 +6233,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "site_checkin_created") || (data === "site_checkin_activated")) || (data === "device")) || (data === "manual"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema74.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema75.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -6201,16 +6242,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate185.errors = vErrors;
+validate188.errors = vErrors;
 return errors === 0;
 }
-validate185.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate188.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate184(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate187(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate184.evaluated;
+const evaluated0 = validate187.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6355,7 +6396,7 @@ errors++;
 if(data.lastLocationSiteId !== undefined){
 let data2 = data.lastLocationSiteId;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema73.properties.lastLocationSiteId.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema74.properties.lastLocationSiteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -6368,7 +6409,7 @@ errors++;
 if(data.lastLocationCheckinId !== undefined){
 let data3 = data.lastLocationCheckinId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema73.properties.lastLocationCheckinId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema74.properties.lastLocationCheckinId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -6381,7 +6422,7 @@ errors++;
 if(data.lastLocationLat !== undefined){
 let data4 = data.lastLocationLat;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema73.properties.lastLocationLat.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema74.properties.lastLocationLat.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -6416,7 +6457,7 @@ errors++;
 if(data.lastLocationLng !== undefined){
 let data5 = data.lastLocationLng;
 if((!((typeof data5 == "number") && (isFinite(data5)))) && (data5 !== null)){
-const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema73.properties.lastLocationLng.type},message:"must be number,null"};
+const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema74.properties.lastLocationLng.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -6451,7 +6492,7 @@ errors++;
 if(data.lastLocationAccuracyMeters !== undefined){
 let data6 = data.lastLocationAccuracyMeters;
 if((!((typeof data6 == "number") && (isFinite(data6)))) && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema73.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
+const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema74.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -6479,8 +6520,8 @@ const _errs16 = errors;
 let valid1 = false;
 let passing0 = null;
 const _errs17 = errors;
-if(!(validate185(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate185.errors : vErrors.concat(validate185.errors);
+if(!(validate188(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate188.errors : vErrors.concat(validate188.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs17 === errors;
@@ -6535,7 +6576,7 @@ vErrors = null;
 if(data.lastLocationCapturedAt !== undefined){
 let data8 = data.lastLocationCapturedAt;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema73.properties.lastLocationCapturedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema74.properties.lastLocationCapturedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -6580,18 +6621,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate184.errors = vErrors;
+validate187.errors = vErrors;
 return errors === 0;
 }
-validate184.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate187.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.UserList = validate189;
-const schema75 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.UserList = validate192;
+const schema76 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate189(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate192(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate189.evaluated;
+const evaluated0 = validate192.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6624,8 +6665,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate184(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate184.errors : vErrors.concat(validate184.errors);
+if(!(validate187(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate187.errors : vErrors.concat(validate187.errors);
 errors = vErrors.length;
 }
 }
@@ -6658,19 +6699,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate189.errors = vErrors;
+validate192.errors = vErrors;
 return errors === 0;
 }
-validate189.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate192.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDelivery = validate192;
-const schema76 = {"type":"object","required":["id","subscriptionId","eventId","eventType","status","attempts","lastResponseStatus","lastResponseExcerpt","lastAttemptAt","nextAttemptAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whd_`."},"subscriptionId":{"type":"string"},"eventId":{"type":"string","description":"The event delivered; also the `webhook-id` header."},"eventType":{"$ref":"components#/$defs/EventType"},"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"attempts":{"type":"integer","minimum":0,"description":"Attempts made in the current schedule, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0."},"lastResponseStatus":{"type":["integer","null"],"description":"HTTP status of the last answer; null when there was none (timeout, refused connection)."},"lastResponseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the last answer's body (as UTF-8; control characters — U+0000–U+001F but tab and line breaks, U+007F–U+009F — shown as U+FFFD), or the error."},"lastAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the next attempt is due; null when none is, and while the subscription is paused or disabled (its deliveries wait for it to be active)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema77 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: no attempt of its current schedule has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it); a retry, a re-enabled subscription or a new target starts a new schedule, so earlier attempts may be in its `attemptHistory`. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window."};
+exports.WebhookDelivery = validate195;
+const schema77 = {"type":"object","required":["id","subscriptionId","eventId","eventType","status","attempts","lastResponseStatus","lastResponseExcerpt","lastAttemptAt","nextAttemptAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whd_`."},"subscriptionId":{"type":"string"},"eventId":{"type":"string","description":"The event delivered; also the `webhook-id` header."},"eventType":{"$ref":"components#/$defs/EventType"},"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"attempts":{"type":"integer","minimum":0,"description":"Attempts made in the current schedule, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0."},"lastResponseStatus":{"type":["integer","null"],"description":"HTTP status of the last answer; null when there was none (timeout, refused connection)."},"lastResponseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the last answer's body (as UTF-8; control characters — U+0000–U+001F but tab and line breaks, U+007F–U+009F — shown as U+FFFD), or the error."},"lastAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the next attempt is due; null when none is, and while the subscription is paused or disabled (its deliveries wait for it to be active)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema78 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: no attempt of its current schedule has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it); a retry, a re-enabled subscription or a new target starts a new schedule, so earlier attempts may be in its `attemptHistory`. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window."};
 
-function validate194(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate197(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate194.evaluated;
+const evaluated0 = validate197.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6688,7 +6729,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "pending") || (data === "succeeded")) || (data === "failed")) || (data === "abandoned"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema77.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema78.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -6697,16 +6738,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate194.errors = vErrors;
+validate197.errors = vErrors;
 return errors === 0;
 }
-validate194.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate197.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate192(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate195(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate192.evaluated;
+const evaluated0 = validate195.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6877,8 +6918,8 @@ errors = vErrors.length;
 }
 }
 if(data.status !== undefined){
-if(!(validate194(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate194.errors : vErrors.concat(validate194.errors);
+if(!(validate197(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate197.errors : vErrors.concat(validate197.errors);
 errors = vErrors.length;
 }
 }
@@ -6910,7 +6951,7 @@ errors++;
 if(data.lastResponseStatus !== undefined){
 let data6 = data.lastResponseStatus;
 if((!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))) && (data6 !== null)){
-const err17 = {instancePath:instancePath+"/lastResponseStatus",schemaPath:"#/properties/lastResponseStatus/type",keyword:"type",params:{type: schema76.properties.lastResponseStatus.type},message:"must be integer,null"};
+const err17 = {instancePath:instancePath+"/lastResponseStatus",schemaPath:"#/properties/lastResponseStatus/type",keyword:"type",params:{type: schema77.properties.lastResponseStatus.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -6923,7 +6964,7 @@ errors++;
 if(data.lastResponseExcerpt !== undefined){
 let data7 = data.lastResponseExcerpt;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err18 = {instancePath:instancePath+"/lastResponseExcerpt",schemaPath:"#/properties/lastResponseExcerpt/type",keyword:"type",params:{type: schema76.properties.lastResponseExcerpt.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/lastResponseExcerpt",schemaPath:"#/properties/lastResponseExcerpt/type",keyword:"type",params:{type: schema77.properties.lastResponseExcerpt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -7074,18 +7115,18 @@ vErrors.push(err23);
 }
 errors++;
 }
-validate192.errors = vErrors;
+validate195.errors = vErrors;
 return errors === 0;
 }
-validate192.evaluated = {"props":{"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate195.evaluated = {"props":{"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDeliveryList = validate200;
-const schema78 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookDelivery"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.WebhookDeliveryList = validate203;
+const schema79 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookDelivery"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate200(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate203(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate200.evaluated;
+const evaluated0 = validate203.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7118,8 +7159,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate192(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate192.errors : vErrors.concat(validate192.errors);
+if(!(validate195(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate195.errors : vErrors.concat(validate195.errors);
 errors = vErrors.length;
 }
 }
@@ -7152,19 +7193,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate200.errors = vErrors;
+validate203.errors = vErrors;
 return errors === 0;
 }
-validate200.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate203.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDeliveryWithAttempts = validate203;
-const schema79 = {"allOf":[{"$ref":"components#/$defs/WebhookDelivery"},{"type":"object","required":["attemptHistory"],"properties":{"attemptHistory":{"type":"array","maxItems":50,"items":{"$ref":"components#/$defs/WebhookDeliveryAttempt"},"description":"The attempts that have an outcome, oldest first; the latest 50."}}}]};
-const schema80 = {"type":"object","required":["attempt","targetUrl","startedAt","durationMs","outcome","responseStatus","responseExcerpt"],"properties":{"attempt":{"type":"integer","minimum":1,"description":"The attempt's number in its retry schedule; a retry, a re-enabled subscription or a new target starts a new schedule at 1."},"targetUrl":{"type":"string","description":"Where the attempt was sent: the subscription's target at the time."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From the start of the attempt to its answer, or to the error."},"outcome":{"type":"string","enum":["succeeded","failed"],"description":"`succeeded`: the target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error."}}};
+exports.WebhookDeliveryWithAttempts = validate206;
+const schema80 = {"allOf":[{"$ref":"components#/$defs/WebhookDelivery"},{"type":"object","required":["attemptHistory"],"properties":{"attemptHistory":{"type":"array","maxItems":50,"items":{"$ref":"components#/$defs/WebhookDeliveryAttempt"},"description":"The attempts that have an outcome, oldest first; the latest 50."}}}]};
+const schema81 = {"type":"object","required":["attempt","targetUrl","startedAt","durationMs","outcome","responseStatus","responseExcerpt"],"properties":{"attempt":{"type":"integer","minimum":1,"description":"The attempt's number in its retry schedule; a retry, a re-enabled subscription or a new target starts a new schedule at 1."},"targetUrl":{"type":"string","description":"Where the attempt was sent: the subscription's target at the time."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From the start of the attempt to its answer, or to the error."},"outcome":{"type":"string","enum":["succeeded","failed"],"description":"`succeeded`: the target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error."}}};
 
-function validate205(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate208(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate205.evaluated;
+const evaluated0 = validate208.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7323,7 +7364,7 @@ vErrors.push(err12);
 errors++;
 }
 if(!((data4 === "succeeded") || (data4 === "failed"))){
-const err13 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema80.properties.outcome.enum},message:"must be equal to one of the allowed values"};
+const err13 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema81.properties.outcome.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -7336,7 +7377,7 @@ errors++;
 if(data.responseStatus !== undefined){
 let data5 = data.responseStatus;
 if((!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))) && (data5 !== null)){
-const err14 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema80.properties.responseStatus.type},message:"must be integer,null"};
+const err14 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema81.properties.responseStatus.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -7349,7 +7390,7 @@ errors++;
 if(data.responseExcerpt !== undefined){
 let data6 = data.responseExcerpt;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err15 = {instancePath:instancePath+"/responseExcerpt",schemaPath:"#/properties/responseExcerpt/type",keyword:"type",params:{type: schema80.properties.responseExcerpt.type},message:"must be string,null"};
+const err15 = {instancePath:instancePath+"/responseExcerpt",schemaPath:"#/properties/responseExcerpt/type",keyword:"type",params:{type: schema81.properties.responseExcerpt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -7370,24 +7411,24 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate205.errors = vErrors;
+validate208.errors = vErrors;
 return errors === 0;
 }
-validate205.evaluated = {"props":{"attempt":true,"targetUrl":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
+validate208.evaluated = {"props":{"attempt":true,"targetUrl":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate203(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate206(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate203.evaluated;
+const evaluated0 = validate206.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate192(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate192.errors : vErrors.concat(validate192.errors);
+if(!(validate195(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate195.errors : vErrors.concat(validate195.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -7416,8 +7457,8 @@ errors++;
 }
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate205(data0[i0], {instancePath:instancePath+"/attemptHistory/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate205.errors : vErrors.concat(validate205.errors);
+if(!(validate208(data0[i0], {instancePath:instancePath+"/attemptHistory/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate208.errors : vErrors.concat(validate208.errors);
 errors = vErrors.length;
 }
 }
@@ -7444,18 +7485,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate203.errors = vErrors;
+validate206.errors = vErrors;
 return errors === 0;
 }
-validate203.evaluated = {"props":{"attemptHistory":true,"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate206.evaluated = {"props":{"attemptHistory":true,"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookPingResult = validate208;
-const schema81 = {"type":"object","required":["id","targetUrl","sentAt","durationMs","succeeded","responseStatus","responseExcerpt"],"properties":{"id":{"type":"string","description":"The message's id, prefix `ping_`: its `webhook-id` and the `id` in its body."},"targetUrl":{"type":"string","description":"Where it was sent: the subscription's target."},"sentAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From sending to the answer, or to the error."},"succeeded":{"type":"boolean","description":"The target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":"string","description":"The first 200 characters of the answer's body (control characters shown as U+FFFD), or the error."}}};
+exports.WebhookPingResult = validate211;
+const schema82 = {"type":"object","required":["id","targetUrl","sentAt","durationMs","succeeded","responseStatus","responseExcerpt"],"properties":{"id":{"type":"string","description":"The message's id, prefix `ping_`: its `webhook-id` and the `id` in its body."},"targetUrl":{"type":"string","description":"Where it was sent: the subscription's target."},"sentAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From sending to the answer, or to the error."},"succeeded":{"type":"boolean","description":"The target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":"string","description":"The first 200 characters of the answer's body (control characters shown as U+FFFD), or the error."}}};
 
-function validate208(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate211(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate208.evaluated;
+const evaluated0 = validate211.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7603,7 +7644,7 @@ errors++;
 if(data.responseStatus !== undefined){
 let data5 = data.responseStatus;
 if((!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))) && (data5 !== null)){
-const err12 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema81.properties.responseStatus.type},message:"must be integer,null"};
+const err12 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema82.properties.responseStatus.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -7636,18 +7677,18 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate208.errors = vErrors;
+validate211.errors = vErrors;
 return errors === 0;
 }
-validate208.evaluated = {"props":{"id":true,"targetUrl":true,"sentAt":true,"durationMs":true,"succeeded":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
+validate211.evaluated = {"props":{"id":true,"targetUrl":true,"sentAt":true,"durationMs":true,"succeeded":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookReplayResult = validate210;
-const schema82 = {"type":"object","required":["replayed"],"properties":{"replayed":{"type":"integer","minimum":0,"description":"Deliveries queued."}}};
+exports.WebhookReplayResult = validate213;
+const schema83 = {"type":"object","required":["replayed"],"properties":{"replayed":{"type":"integer","minimum":0,"description":"Deliveries queued."}}};
 
-function validate210(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate213(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate210.evaluated;
+const evaluated0 = validate213.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7701,19 +7742,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate210.errors = vErrors;
+validate213.errors = vErrors;
 return errors === 0;
 }
-validate210.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
+validate213.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscription = validate211;
-const schema83 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema84 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
+exports.WebhookSubscription = validate214;
+const schema84 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema85 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
 
-function validate213(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate216(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate213.evaluated;
+const evaluated0 = validate216.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7731,7 +7772,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "active") || (data === "paused")) || (data === "disabled"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema84.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema85.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -7740,17 +7781,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate213.errors = vErrors;
+validate216.errors = vErrors;
 return errors === 0;
 }
-validate213.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate216.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 const formats22 = require("../../runtime/http/validationFormats").validationFormats.uri;
 
-function validate211(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate214(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate211.evaluated;
+const evaluated0 = validate214.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7895,7 +7936,7 @@ errors++;
 if(data.triggerKey !== undefined){
 let data2 = data.triggerKey;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema83.properties.triggerKey.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema84.properties.triggerKey.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -7963,15 +8004,15 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate213(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate213.errors : vErrors.concat(validate213.errors);
+if(!(validate216(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate216.errors : vErrors.concat(validate216.errors);
 errors = vErrors.length;
 }
 }
 if(data.disabledReason !== undefined){
 let data7 = data.disabledReason;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err18 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema83.properties.disabledReason.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema84.properties.disabledReason.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -7981,7 +8022,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!(((data7 === "gone") || (data7 === "failing")) || (data7 === null))){
-const err19 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema83.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema84.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -8132,18 +8173,18 @@ vErrors.push(err24);
 }
 errors++;
 }
-validate211.errors = vErrors;
+validate214.errors = vErrors;
 return errors === 0;
 }
-validate211.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate214.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionList = validate219;
-const schema85 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.WebhookSubscriptionList = validate222;
+const schema86 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate219(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate222(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate219.evaluated;
+const evaluated0 = validate222.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8176,8 +8217,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate211(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate211.errors : vErrors.concat(validate211.errors);
+if(!(validate214(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate214.errors : vErrors.concat(validate214.errors);
 errors = vErrors.length;
 }
 }
@@ -8210,26 +8251,26 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate219.errors = vErrors;
+validate222.errors = vErrors;
 return errors === 0;
 }
-validate219.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate222.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionWithSecret = validate222;
-const schema86 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
+exports.WebhookSubscriptionWithSecret = validate225;
+const schema87 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
 
-function validate222(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate225(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate222.evaluated;
+const evaluated0 = validate225.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate211(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate211.errors : vErrors.concat(validate211.errors);
+if(!(validate214(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate214.errors : vErrors.concat(validate214.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -8266,8 +8307,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate222.errors = vErrors;
+validate225.errors = vErrors;
 return errors === 0;
 }
-validate222.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate225.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 

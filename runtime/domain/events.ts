@@ -20,6 +20,8 @@ export interface EventInput {
   data: object;
   /** Update events: the names of the fields whose value changed (see `changedFields`). */
   changedFields?: string[];
+  /** Update events: each changed field's value before the change, as GET showed it (null for a field it did not show). */
+  previousValues?: Record<string, unknown>;
 }
 
 /**
@@ -49,6 +51,7 @@ export async function recordEvent(trx: Knex, orgId: string, input: EventInput): 
     resource_id: resourceId,
     data: JSON.stringify(input.data),
     changed_fields: input.changedFields === undefined ? null : JSON.stringify(input.changedFields),
+    previous_values: input.previousValues === undefined ? null : JSON.stringify(input.previousValues),
   }, nowIso);
   return id;
 }
@@ -63,7 +66,9 @@ export async function recordEvent(trx: Knex, orgId: string, input: EventInput): 
 export async function recordUpdate(trx: Knex, orgId: string, type: EventType, before: object, after: object): Promise<string | undefined> {
   const fields = changedFields(before, after);
   if (!fields.length) return undefined;
-  return recordEvent(trx, orgId, { type, data: after, changedFields: fields });
+  const was = before as Record<string, unknown>;
+  const previousValues = Object.fromEntries(fields.map((name) => [name, was[name] === undefined ? null : was[name]]));
+  return recordEvent(trx, orgId, { type, data: after, changedFields: fields, previousValues });
 }
 
 /**
@@ -115,6 +120,7 @@ export function toDeliveredEvent(event: Event): DeliveredEvent {
     sequence: event.sequence,
     data: event.data,
     ...(event.changedFields === undefined ? {} : { changedFields: event.changedFields }),
+    ...(event.previousValues === undefined ? {} : { previousValues: event.previousValues }),
   };
 }
 

@@ -16,6 +16,8 @@ export interface EventRow {
   resource_id: string | null;
   data: string;
   changed_fields: string | null;
+  /** Update events: JSON object, each changed field's value before the change (migration 0018). */
+  previous_values: string | null;
   occurred_at: string;
 }
 
@@ -27,6 +29,7 @@ export function toEvent(row: EventRow): Event {
     occurredAt: row.occurred_at,
     data: JSON.parse(row.data),
     ...(row.changed_fields === null ? {} : { changedFields: JSON.parse(row.changed_fields) as string[] }),
+    ...(row.previous_values === null || row.previous_values === undefined ? {} : { previousValues: JSON.parse(row.previous_values) as Record<string, unknown> }),
   };
 }
 
@@ -35,15 +38,15 @@ export function toEvent(row: EventRow): Event {
 // reads the event's seq at the write (it is the feed's, read later), and SQLite carries
 // `returning` out as a trigger that collects the rows in a temporary table — about 1.5 of the
 // ~19 µs of SQLite CPU an event adds to a write (bench/README.md, "What changed in this round").
-const INSERT_SQL = `insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
-  values (?, ?, ?, ?, ?, ?, ?)`;
+const INSERT_SQL = `insert into events (id, org_id, type, resource_id, data, changed_fields, previous_values, occurred_at)
+  values (?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /**
  * Inserts the event on SQLite, in the work of onSqliteConnection (storage/database.ts); on
  * Postgres webhookDeliveriesRepository.insertEventAndQueueDeliveries does it all in one statement.
  */
 export function insertEventOn(conn: SqliteStatements, row: Omit<EventRow, 'seq' | 'occurred_at'>, occurredAt: string): void {
-  conn.prepare(INSERT_SQL).run(row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, occurredAt);
+  conn.prepare(INSERT_SQL).run(row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.previous_values, occurredAt);
 }
 
 export async function findEvent(db: Knex, orgId: string, id: string): Promise<Event | undefined> {

@@ -100,15 +100,15 @@ export async function insertEventAndQueueDeliveries(
     if (listening.length) await insertDeliveries(db, row.org_id, listening, { id: row.id, type: row.type, occurredAt });
     return;
   }
-  await sendInTransaction(db, RECORD_EVENT_SQL, [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.org_id]);
+  await sendInTransaction(db, RECORD_EVENT_SQL, [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.previous_values, row.org_id]);
 }
 
 // `offset 0` keeps the locking subquery a plan node of its own, evaluated before the row (and
 // its seq) is formed; a data-modifying WITH runs to completion whether or not the final select
 // reads it.
 const RECORD_EVENT_SQL = `with recorded as (
-    insert into events (id, org_id, type, resource_id, data, changed_fields, occurred_at)
-    select ?, ?, ?, ?, ?, ?, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+    insert into events (id, org_id, type, resource_id, data, changed_fields, previous_values, occurred_at)
+    select ?, ?, ?, ?, ?, ?, ?, to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
     from (select pg_advisory_xact_lock(hashtext('events'), hashtext(?)) offset 0) as locked
     returning id, org_id, type, seq, occurred_at
   ), queued as (
@@ -340,7 +340,7 @@ async function dueRows(trx: Knex, now: string, limit: number, skip: readonly str
     .select(
       'd.*',
       'e.seq as e_seq', 'e.org_id as e_org_id', 'e.type as e_type', 'e.resource_id as e_resource_id', 'e.data as e_data',
-      'e.changed_fields as e_changed_fields', 'e.occurred_at as e_occurred_at',
+      'e.changed_fields as e_changed_fields', 'e.previous_values as e_previous_values', 'e.occurred_at as e_occurred_at',
       's.target_url as s_target_url', 's.secret as s_secret', 's.previous_secret as s_previous_secret',
       's.previous_secret_expires_at as s_previous_secret_expires_at', 's.last_success_at as s_last_success_at',
     );
@@ -354,7 +354,7 @@ function toDue(r: any): DueDelivery {
       last_response_status: r.last_response_status, last_response_excerpt: r.last_response_excerpt, last_attempt_at: r.last_attempt_at,
       created_at: r.created_at, updated_at: r.updated_at,
     },
-    event: r.e_seq === null ? null : { seq: r.e_seq, id: r.event_id, org_id: r.e_org_id, type: r.e_type, resource_id: r.e_resource_id, data: r.e_data, changed_fields: r.e_changed_fields, occurred_at: r.e_occurred_at },
+    event: r.e_seq === null ? null : { seq: r.e_seq, id: r.event_id, org_id: r.e_org_id, type: r.e_type, resource_id: r.e_resource_id, data: r.e_data, changed_fields: r.e_changed_fields, previous_values: r.e_previous_values, occurred_at: r.e_occurred_at },
     subscription: {
       id: r.subscription_id, target_url: r.s_target_url, secret: r.s_secret, previous_secret: r.s_previous_secret,
       previous_secret_expires_at: r.s_previous_secret_expires_at, last_success_at: r.s_last_success_at,

@@ -109,6 +109,9 @@ describeEachDatabase('the change feed', (t) => {
     const unknown = await t.http.get('/v1/events?types=checkin.exploded').set('Authorization', auth).expect(400);
     expect(unknown.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/query/types', message: expect.stringContaining('unknown event type checkin.exploded') }] }));
     // …also a name that is not even shaped like one, or an empty one: told the known types, not a pattern
+    // each unknown name once, however often it was sent
+    const repeated = await t.http.get('/v1/events').query({ types: `foo,${',foo'.repeat(50)}` }).set('Authorization', auth).expect(400);
+    expect(repeated.body.details[0].message).toMatch(/^unknown event type foo, "" \(an empty name between commas\); known: /);
     for (const types of ['checkin.activated,foo', 'checkin.activated,,site.created', 'Site.Created']) {
       const res = await t.http.get('/v1/events').query({ types }).set('Authorization', auth).expect(400);
       expect(res.body.details).toEqual([{ path: '/query/types', message: expect.stringMatching(/^unknown event type .*; known: asset\.created, asset\.deleted, /) }]);
@@ -197,6 +200,11 @@ describeEachDatabase('the change feed', (t) => {
     // an offset's + written as is arrives as a space: the refusal says how to write it
     const plus = await t.http.get('/v1/events?since=2026-11-25T10:00:00+01:00').set('Authorization', auth).expect(400);
     expect(plus.body.details).toEqual([{ path: '/query/since', message: expect.stringContaining("a + in a URL's query is read as a space: write the offset +01:00 as %2B01:00") }]);
+    // …and only then: a space for the T, or a time without an offset, is not told about a +
+    for (const since of ['2026-11-25 10:00', '2026-11-25T10:00']) {
+      const refused = await t.http.get('/v1/events').query({ since }).set('Authorization', auth).expect(400);
+      expect([since, refused.body.details[0].message]).toEqual([since, expect.not.stringContaining('%2B')]);
+    }
     const minuteAgo = new Date(Date.now() - 60_000).toISOString();
     const escaped = await t.http.get(`/v1/events?since=${encodeURIComponent(minuteAgo.replace('Z', '+00:00'))}`).set('Authorization', auth).expect(200);
     expect(escaped.body.data).toEqual((await feed(auth, `?since=${minuteAgo}`)).data);

@@ -15,6 +15,13 @@ describe('handlers', () => {
     const copied = defineHandler('getSite', async () => ({ status: 200 as const, body: undefined as never }));
     expect(() => checkHandlerRegistry({ listSites: copied as AnyHandler })).toThrow("handlers/listSites.ts defines defineHandler('getSite', …): it must name 'listSites', the operation it serves");
     expect(() => checkHandlerRegistry(handlers)).not.toThrow();
+    // …and the server runs that check as it loads the operation pipeline
+    jest.isolateModules(() => {
+      jest.doMock('../generated/handlers', () => ({ handlers: { ...handlers, listSites: copied } }));
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      expect(() => require('../runtime/http/operationPipeline')).toThrow("handlers/listSites.ts defines defineHandler('getSite', …)");
+    });
+    jest.dontMock('../generated/handlers');
   });
 
   it('each file in handlers/ serves an operation of the contract (a renamed operationId leaves none behind)', () => {

@@ -25,6 +25,24 @@ describe('migration files', () => {
     }
   });
 
+  it('run from dist/, the sources name the migrations: a compiled file whose source was renamed or removed is left alone', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'fop-build-'));
+    try {
+      const sources = path.join(root, 'runtime', 'storage', 'migrations');
+      const compiled = path.join(root, 'dist', 'runtime', 'storage', 'migrations');
+      fs.mkdirSync(sources, { recursive: true });
+      fs.mkdirSync(compiled, { recursive: true });
+      for (const name of ['0001_a.ts', '0002_b.ts']) fs.writeFileSync(path.join(sources, name), '');
+      // left by earlier builds: a migration renamed since, and a misnamed one renamed since
+      for (const name of ['0001_a.js', '0001_a.js.map', '0002_b.js', '0002_old_name.js', '0018_assetNotes.js']) fs.writeFileSync(path.join(compiled, name), '');
+      expect(migrationNames(compiled)).toEqual(['0001_a', '0002_b']);
+      fs.rmSync(path.join(compiled, '0002_b.js'));
+      expect(() => migrationNames(compiled)).toThrow(`0002_b in ${sources} not compiled into ${compiled}: run npm run build`);
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   it('the project\'s own are all named right', () => {
     expect(migrationNames(path.join(__dirname, '..', 'runtime', 'storage', 'migrations')).length).toBeGreaterThanOrEqual(17);
   });

@@ -141,7 +141,7 @@ describeEachDatabase('the events of every write operation', (t) => {
         occurredAt: aTimestamp(),
         data,
         // …and each one's value before it, as GET showed it then
-        ...(e.changedFields ? { changedFields: changed, previousValues: Object.fromEntries(changed!.map((name) => [name, before[i]![name] ?? null])) } : {}),
+        ...(e.changedFields ? { changedFields: changed, previousValues: Object.fromEntries((changed as string[]).map((name) => [name, (before[i] as Record<string, unknown>)[name] ?? null])) } : {}),
       };
     }));
     expect(events).toEqual(wanted);

@@ -175,7 +175,7 @@ export interface FeedRequest {
  */
 export async function readEventFeed(db: Knex, orgId: string, request: FeedRequest, retentionDays: number): Promise<{ data: Event[]; nextCursor: string }> {
   const types = request.types?.split(',');
-  const unknown = (types?.filter((t) => !isEventType(t)) ?? []).map((t) => (t === '' ? '"" (an empty name between commas)' : t));
+  const unknown = [...new Set(types?.filter((t) => !isEventType(t)))].map((t) => (t === '' ? '"" (an empty name between commas)' : t));
   if (unknown.length) {
     throw validationError(`Unknown event type ${unknown.join(', ')}`, [{ path: '/query/types', message: `unknown event type ${unknown.join(', ')}; known: ${EVENT_TYPES.join(', ')}` }]);
   }

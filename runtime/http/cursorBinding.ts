@@ -20,7 +20,10 @@ export function unbindCursor(operationId: OperationId, path: Record<string, unkn
     const detail = { path: '/query/cursor', message: 'is not a cursor issued by this API' };
     throw new ApiError('VALIDATION_ERROR', `${detail.path} ${detail.message}`, [detail]);
   }
-  if (cursor.slice(dot + 1) !== digestOf(operationId, path, query)) {
+  const digest = cursor.slice(dot + 1);
+  // or the digest earlier versions gave the same list without its path (see digestOf): a walk
+  // begun before an upgrade goes on after it
+  if (digest !== digestOf(operationId, path, query) && digest !== digestOf(operationId, {}, query)) {
     const detail = { path: '/query/cursor', message: 'was issued for another list or other filters: pass it back to the same operation, on the same path, with the same filters' };
     throw new ApiError('VALIDATION_ERROR', `${detail.path} ${detail.message}`, [detail]);
   }
@@ -36,6 +39,8 @@ function digestOf(operationId: OperationId, path: Record<string, unknown>, query
   const filters = Object.keys(query).filter((name) => name !== 'cursor' && name !== 'limit').sort().map((name) => [name, query[name]]);
   const parents = Object.keys(path).sort().map((name) => [name, path[name]]);
   // a list without path parameters digests as it did before they were included: its cursors
-  // issued by an earlier version stay valid across the upgrade
+  // issued by an earlier version stay valid across the upgrade; those of a list with path
+  // parameters are taken in the earlier form too (unbindCursor), README.md "Upgrading from a
+  // version whose list cursors were not bound to their path"
   return createHash('sha256').update(JSON.stringify(parents.length ? [operationId, filters, parents] : [operationId, filters])).digest('base64url').slice(0, 11);
 }

@@ -14,9 +14,12 @@ export function renderError(err: unknown, req: Request, res: Response, _next: Ne
   const { requestId, log } = contextOf(res);
   const apiError = toApiError(err);
   contextOf(res).errorCode = apiError.code;
-  // `reason` says what was unavailable: the database, or what the code answered 503 for itself
-  // (test messages under way, a DNS lookup failing for now, /readyz)
-  if (apiError.code === 'SERVICE_UNAVAILABLE') log.warn({ reason: apiError.message, ...(err instanceof ApiError ? {} : { err: (err as Error)?.message }), requestId }, 'service unavailable');
+  // the database's failures as before; a 503 the code answers itself (test messages under way, a
+  // DNS lookup failing for now, /readyz) is not one, and says why in `reason`
+  if (apiError.code === 'SERVICE_UNAVAILABLE') {
+    if (err instanceof ApiError) log.warn({ reason: apiError.message, requestId }, 'service unavailable');
+    else log.warn({ err: (err as Error)?.message, requestId }, 'database unavailable');
+  }
   else if (apiError.status >= 500) log.error({ err, requestId }, 'request failed');
   if (res.headersSent) {
     res.end();

@@ -62,7 +62,7 @@ const DECIMAL = /^-?\d+(\.\d+)?$/;
 function withPlusHint(err: ApiError, raw: Record<string, unknown>): ApiError {
   const hinted = err.details?.map((detail) => {
     const sent = raw[(detail.path ?? '').replace(/^\/query\//, '')];
-    return detail.message.startsWith('must be an RFC 3339 date-time') && typeof sent === 'string' && / \d{2}:\d{2}$/.test(sent)
+    return detail.message.startsWith('must be an RFC 3339 date-time') && typeof sent === 'string' && /T\d{2}:\d{2}(:\d{2}(\.\d+)?)? \d{2}:\d{2}$/.test(sent)
       ? { ...detail, message: `${detail.message}; a + in a URL's query is read as a space: write the offset +${sent.slice(-5)} as %2B${sent.slice(-5)}` }
       : detail;
   });

@@ -15,12 +15,36 @@ const MIGRATION_FILE = /^\d{4}_[a-z0-9_]+\.(ts|js)$/;
  * The migrations in `dir` by name, in order. A TypeScript or JavaScript file there that is not
  * named like one (`0017_deliveries_by_event.ts`: four digits, then lower-case words) is refused
  * with its name: skipped, its change would silently never be made.
+ *
+ * Run from the compiled `dist/` (npm start), the names are those of the sources the build compiled
+ * (`runtime/storage/migrations/` beside `dist/`, when present), each of which must have its
+ * compiled file: an incremental build never deletes, so a migration renamed or removed in the
+ * sources leaves its old compiled file behind, which would otherwise run (or be refused) too.
  */
 export function migrationNames(dir: string): string[] {
+  const sources = sourcesOf(dir);
+  const names = namesIn(sources ?? dir);
+  if (sources) {
+    const unbuilt = names.filter((name) => !fs.existsSync(path.join(dir, `${name}.js`)));
+    if (unbuilt.length) throw new Error(`${unbuilt.join(', ')} in ${sources} not compiled into ${dir}: run npm run build`);
+  }
+  return names;
+}
+
+function namesIn(dir: string): string[] {
   const files = fs.readdirSync(dir).filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.d.ts'));
   const misnamed = files.filter((f) => !MIGRATION_FILE.test(f));
   if (misnamed.length) throw new Error(`${misnamed.join(', ')} in ${dir}: name a migration <4 digits>_<lower_case_words>.ts, e.g. 0017_deliveries_by_event.ts`);
   return files.map((f) => f.replace(/\.(ts|js)$/, '')).sort();
+}
+
+/** The source folder `dir` was compiled from, when `dir` is under dist/ and the sources are there. */
+function sourcesOf(dir: string): string | undefined {
+  const parts = path.resolve(dir).split(path.sep);
+  const at = parts.lastIndexOf('dist');
+  if (at < 0) return undefined;
+  const sources = [...parts.slice(0, at), ...parts.slice(at + 1)].join(path.sep);
+  return fs.existsSync(sources) ? sources : undefined;
 }
 
 /**

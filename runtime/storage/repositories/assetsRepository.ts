@@ -106,5 +106,5 @@ export async function deleteAsset(db: Knex, orgId: string, id: string): Promise<
   return (await liveAssets(db, orgId).where({ id }).update({ deleted_at: now, updated_at: now })) > 0;
 }
 
-/** Puts a asset's updatedAt back after an update that changed nothing (domain/events.ts, finishUpdate). */
+/** Puts an asset's updatedAt back after an update that changed nothing (domain/events.ts, finishUpdate). */
 export const restoreAssetUpdatedAt = (db: Knex, orgId: string, id: string, updatedAt: string): Promise<void> => restoreUpdatedAt(db, 'assets', orgId, id, updatedAt);

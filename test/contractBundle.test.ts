@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { buildContract } from '../scripts/contract/bundle';
 import { buildOperationIndex } from '../scripts/contract/operations';
+import { renderValidators } from '../scripts/contract/validators';
 
 // The generator refuses a contract that would generate something silently wrong.
 const ROOT = `openapi: 3.1.0
@@ -68,6 +69,14 @@ describe('contract bundling (npm run generate)', () => {
     expect(() => buildContract(withField("{ type: [string, 'null'], enum: [low, high, null] }"))).not.toThrow();
     expect(() => buildContract(withField("{ type: [string, 'null'], enum: [low, high] }")))
       .toThrow('the schema at #/components/schemas/Level allows null by its type but its enum does not list null');
+  });
+
+  it('names the schema a validator cannot be compiled from (Ajv\'s strict mode names only a path inside it)', () => {
+    const tagged = "{ type: object, properties: { tags: { type: array, prefixItems: [{ const: primary }] } } }";
+    const inComponent = buildContract(contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings').replace('schemas/Thing', 'schemas/Tagged')}\ncomponents:\n  schemas:\n    Tagged: ${tagged}\n` }));
+    expect(() => renderValidators(inComponent, buildOperationIndex(inComponent))).toThrow(/^components\.schemas\.Tagged: strict mode: "prefixItems" is 1-tuple/);
+    const inline = buildContract(contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings').replace("{ $ref: '#/components/schemas/Thing' }", tagged)}\n` }));
+    expect(() => renderValidators(inline, buildOperationIndex(inline))).toThrow(/^the schema of listThings \(response 200\): strict mode/);
   });
 
   it('refuses a deprecated operation without the dates its headers are made from', () => {

@@ -61,7 +61,8 @@ function checkRefs(doc: OpenApiDocument): void {
   walk(doc, '#');
 }
 
-const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+/** The methods an OpenAPI path item may hold, in the specification's order. */
+export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
 /**
  * Every scope an operation requires is one of those the bearer scheme declares (`x-scopes`), and
@@ -74,7 +75,7 @@ function checkScopes(doc: OpenApiDocument): void {
   const declared = Object.keys(scheme['x-scopes'] ?? {});
   const used = new Set<string>();
   for (const [route, item] of Object.entries<Record<string, any>>(doc.paths ?? {})) {
-    for (const method of METHODS) {
+    for (const method of HTTP_METHODS) {
       const op = item[method];
       for (const requirement of op?.security ?? []) {
         for (const scope of requirement.bearerAuth ?? []) {

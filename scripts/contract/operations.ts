@@ -1,6 +1,6 @@
-import { OpenApiDocument, deref } from './bundle';
+import { HTTP_METHODS, OpenApiDocument, deref } from './bundle';
 
-export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
+export { HTTP_METHODS };
 
 export interface OperationEntry {
   operationId: string;

@@ -29,7 +29,7 @@ export function toEvent(row: EventRow): Event {
     occurredAt: row.occurred_at,
     data: JSON.parse(row.data),
     ...(row.changed_fields === null ? {} : { changedFields: JSON.parse(row.changed_fields) as string[] }),
-    ...(row.previous_values === null || row.previous_values === undefined ? {} : { previousValues: JSON.parse(row.previous_values) as Record<string, unknown> }),
+    ...(row.previous_values === null ? {} : { previousValues: JSON.parse(row.previous_values) as Record<string, unknown> }),
   };
 }
 

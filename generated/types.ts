@@ -1815,7 +1815,115 @@ export interface components {
             };
             changedFields?: components["schemas"]["ChangedFields"];
             previousValues?: components["schemas"]["PreviousValues"];
-        };
+        } & ({
+            /** @constant */
+            type: "site.created";
+            data: components["schemas"]["Site"];
+        } | {
+            /** @constant */
+            type: "site.updated";
+            data: components["schemas"]["Site"];
+        } | {
+            /** @constant */
+            type: "site.deleted";
+            data: components["schemas"]["Tombstone"];
+        } | {
+            /** @constant */
+            type: "user.created";
+            data: components["schemas"]["User"];
+        } | {
+            /** @constant */
+            type: "user.updated";
+            data: components["schemas"]["User"];
+        } | {
+            /** @constant */
+            type: "checkin.created";
+            data: components["schemas"]["Checkin"];
+        } | {
+            /** @constant */
+            type: "checkin.activated";
+            data: components["schemas"]["Checkin"];
+        } | {
+            /** @constant */
+            type: "checkin.checked_out";
+            data: components["schemas"]["Checkin"];
+        } | {
+            /** @constant */
+            type: "checkin.updated";
+            data: components["schemas"]["Checkin"];
+        } | {
+            /** @constant */
+            type: "log.created";
+            data: components["schemas"]["Log"];
+        } | {
+            /** @constant */
+            type: "sensor_readings.ingested";
+            data: components["schemas"]["SensorReadingsIngested"];
+        } | {
+            /** @constant */
+            type: "asset.created";
+            data: components["schemas"]["Asset"];
+        } | {
+            /** @constant */
+            type: "asset.updated";
+            data: components["schemas"]["Asset"];
+        } | {
+            /** @constant */
+            type: "asset.deleted";
+            data: components["schemas"]["Tombstone"];
+        } | {
+            /** @constant */
+            type: "issue.created";
+            data: components["schemas"]["Issue"];
+        } | {
+            /** @constant */
+            type: "issue.updated";
+            data: components["schemas"]["Issue"];
+        } | {
+            /** @constant */
+            type: "issue.resolved";
+            data: components["schemas"]["Issue"];
+        } | {
+            /** @constant */
+            type: "issue.closed";
+            data: components["schemas"]["Issue"];
+        } | {
+            /** @constant */
+            type: "template.created";
+            data: components["schemas"]["Template"];
+        } | {
+            /** @constant */
+            type: "template.updated";
+            data: components["schemas"]["Template"];
+        } | {
+            /** @constant */
+            type: "template.deleted";
+            data: components["schemas"]["Tombstone"];
+        } | {
+            /** @constant */
+            type: "run.started";
+            data: components["schemas"]["Run"];
+        } | {
+            /** @constant */
+            type: "run.updated";
+            data: components["schemas"]["Run"];
+        } | {
+            /** @constant */
+            type: "run.completed";
+            data: components["schemas"]["Run"];
+        } | {
+            /** @constant */
+            type: "schedule.created";
+            data: components["schemas"]["Schedule"];
+        } | {
+            /** @constant */
+            type: "schedule.updated";
+            data: components["schemas"]["Schedule"];
+        } | {
+            /** @constant */
+            type: "schedule.deleted";
+            data: components["schemas"]["Tombstone"];
+        });
         /**
          * Format: int64
          * @description Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53.
@@ -1841,7 +1949,10 @@ export interface components {
         SiteCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "site.created";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1850,7 +1961,10 @@ export interface components {
         SiteUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "site.updated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1861,7 +1975,10 @@ export interface components {
         SiteDeletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "site.deleted";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1870,7 +1987,10 @@ export interface components {
         UserCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "user.created";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1879,7 +1999,10 @@ export interface components {
         UserUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "user.updated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1890,7 +2013,10 @@ export interface components {
         CheckinCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "checkin.created";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1899,7 +2025,10 @@ export interface components {
         CheckinActivatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "checkin.activated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1910,7 +2039,10 @@ export interface components {
         CheckinCheckedOutWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "checkin.checked_out";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1921,7 +2053,10 @@ export interface components {
         CheckinUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "checkin.updated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1932,7 +2067,10 @@ export interface components {
         LogCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "log.created";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1941,7 +2079,10 @@ export interface components {
         SensorReadingsIngestedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "sensor_readings.ingested";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1950,7 +2091,10 @@ export interface components {
         AssetCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "asset.created";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1959,7 +2103,10 @@ export interface components {
         AssetUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "asset.updated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1970,7 +2117,10 @@ export interface components {
         AssetDeletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "asset.deleted";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1979,7 +2129,10 @@ export interface components {
         IssueCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "issue.created";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1988,7 +2141,10 @@ export interface components {
         IssueUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "issue.updated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -1999,7 +2155,10 @@ export interface components {
         IssueResolvedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "issue.resolved";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2010,7 +2169,10 @@ export interface components {
         IssueClosedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "issue.closed";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2021,7 +2183,10 @@ export interface components {
         TemplateCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "template.created";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2030,7 +2195,10 @@ export interface components {
         TemplateUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "template.updated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2041,7 +2209,10 @@ export interface components {
         TemplateDeletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "template.deleted";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2050,7 +2221,10 @@ export interface components {
         RunStartedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "run.started";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2059,7 +2233,10 @@ export interface components {
         RunUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "run.updated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2070,7 +2247,10 @@ export interface components {
         RunCompletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "run.completed";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2081,7 +2261,10 @@ export interface components {
         ScheduleCreatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "schedule.created";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2090,7 +2273,10 @@ export interface components {
         ScheduleUpdatedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "schedule.updated";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2101,7 +2287,10 @@ export interface components {
         ScheduleDeletedWebhook: {
             /** @description The event id, also the `webhook-id` header. */
             id: string;
-            /** @constant */
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
             type: "schedule.deleted";
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
@@ -2146,7 +2335,7 @@ export interface components {
             };
             changedFields?: components["schemas"]["ChangedFields"];
             previousValues?: components["schemas"]["PreviousValues"];
-        };
+        } & (components["schemas"]["SiteCreatedWebhook"] | components["schemas"]["SiteUpdatedWebhook"] | components["schemas"]["SiteDeletedWebhook"] | components["schemas"]["UserCreatedWebhook"] | components["schemas"]["UserUpdatedWebhook"] | components["schemas"]["CheckinCreatedWebhook"] | components["schemas"]["CheckinActivatedWebhook"] | components["schemas"]["CheckinCheckedOutWebhook"] | components["schemas"]["CheckinUpdatedWebhook"] | components["schemas"]["LogCreatedWebhook"] | components["schemas"]["SensorReadingsIngestedWebhook"] | components["schemas"]["AssetCreatedWebhook"] | components["schemas"]["AssetUpdatedWebhook"] | components["schemas"]["AssetDeletedWebhook"] | components["schemas"]["IssueCreatedWebhook"] | components["schemas"]["IssueUpdatedWebhook"] | components["schemas"]["IssueResolvedWebhook"] | components["schemas"]["IssueClosedWebhook"] | components["schemas"]["TemplateCreatedWebhook"] | components["schemas"]["TemplateUpdatedWebhook"] | components["schemas"]["TemplateDeletedWebhook"] | components["schemas"]["RunStartedWebhook"] | components["schemas"]["RunUpdatedWebhook"] | components["schemas"]["RunCompletedWebhook"] | components["schemas"]["ScheduleCreatedWebhook"] | components["schemas"]["ScheduleUpdatedWebhook"] | components["schemas"]["ScheduleDeletedWebhook"]);
         IntegrationEventSamples: {
             data: components["schemas"]["IntegrationEvent"][];
         };
@@ -3909,17 +4098,51 @@ export interface operations {
                      *           "occurredAt": "2026-11-22T04:19:50.123Z",
                      *           "data": {
                      *             "id": "chk_5t7w1x9z2c4v6b8n0m3k5j7h",
-                     *             "status": "active"
+                     *             "userId": "auth0|5f1c2a9e",
+                     *             "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                     *             "status": "active",
+                     *             "arrivalWindowStartAt": "2026-11-22T04:00:00.000Z",
+                     *             "arrivalWindowEndAt": "2026-11-22T06:00:00.000Z",
+                     *             "coordinates": {
+                     *               "latitude": 53.8009,
+                     *               "longitude": -1.549,
+                     *               "accuracyMeters": 8
+                     *             },
+                     *             "checkInAddress": "Gate 2, Grid Road",
+                     *             "checkOutAddress": null,
+                     *             "checkedInAt": "2026-11-22T04:19:50.123Z",
+                     *             "checkedOutAt": null,
+                     *             "distanceFromSiteMeters": 12.9,
+                     *             "withinGeofence": true,
+                     *             "suspicious": true,
+                     *             "suspicionReasons": [
+                     *               "outside_arrival_window"
+                     *             ],
+                     *             "geofenceStatus": "computed",
+                     *             "createdAt": "2026-11-22T04:19:50.123Z",
+                     *             "updatedAt": "2026-11-22T04:19:50.123Z"
                      *           },
                      *           "changedFields": [
+                     *             "checkInAddress",
                      *             "checkedInAt",
                      *             "coordinates",
-                     *             "status"
+                     *             "distanceFromSiteMeters",
+                     *             "geofenceStatus",
+                     *             "status",
+                     *             "suspicionReasons",
+                     *             "suspicious",
+                     *             "withinGeofence"
                      *           ],
                      *           "previousValues": {
+                     *             "checkInAddress": null,
                      *             "checkedInAt": null,
                      *             "coordinates": null,
-                     *             "status": "pre_checkin"
+                     *             "distanceFromSiteMeters": null,
+                     *             "geofenceStatus": "no_coordinates",
+                     *             "status": "pre_checkin",
+                     *             "suspicionReasons": [],
+                     *             "suspicious": false,
+                     *             "withinGeofence": null
                      *           }
                      *         }
                      *       ],
@@ -4164,8 +4387,18 @@ export interface operations {
                      *             "data": {
                      *               "id": "iss_7n3b5v9c1x4z6m8k2q0w3e5r",
                      *               "title": "Oil leak under transformer T1",
+                     *               "description": null,
                      *               "status": "open",
-                     *               "priority": "high"
+                     *               "priority": "high",
+                     *               "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                     *               "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                     *               "runId": null,
+                     *               "assigneeUserId": null,
+                     *               "dueAt": null,
+                     *               "resolvedAt": null,
+                     *               "closedAt": null,
+                     *               "createdAt": "2026-11-22T04:19:50.123Z",
+                     *               "updatedAt": "2026-11-22T04:19:50.123Z"
                      *             }
                      *           }
                      *         }
@@ -4892,8 +5125,18 @@ export interface operations {
                      *           "data": {
                      *             "id": "iss_7n3b5v9c1x4z6m8k2q0w3e5r",
                      *             "title": "Oil leak under transformer T1",
+                     *             "description": null,
                      *             "status": "open",
-                     *             "priority": "high"
+                     *             "priority": "high",
+                     *             "siteId": "site_8f3k2m9q4t7w1x5z6c0v2b8n",
+                     *             "assetId": "ast_4k9m2q7t1x5z8c3v6b0n2p4r",
+                     *             "runId": null,
+                     *             "assigneeUserId": null,
+                     *             "dueAt": null,
+                     *             "resolvedAt": null,
+                     *             "closedAt": null,
+                     *             "createdAt": "2026-11-22T04:19:50.123Z",
+                     *             "updatedAt": "2026-11-22T04:19:50.123Z"
                      *           }
                      *         }
                      *       ]

@@ -10,6 +10,8 @@ import { newId } from '../runtime/ids';
 import { beginWriteTransaction, inWriteTransaction } from '../runtime/storage/writeTransaction';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A whole site as GET answers it (the contract's example), for events these tests record themselves: the feed's answers are checked against the contract. */
+const siteData = (id: string, name?: string) => ({ ...(openapi as any).webhooks['site.created'].post.requestBody.content['application/json'].example.data, id, ...(name === undefined ? {} : { name }) });
 
 describe('event types: one source', () => {
   it('the contract enum, the webhooks section (3.1 and the SDK document) and the code list are the same', () => {
@@ -28,6 +30,30 @@ describe('event types: one source', () => {
     }
     expect(resolve(doc.components.schemas.Event.properties.sequence).format).toBe('int64');
     expect(resolve(doc.components.schemas.IntegrationEvent.properties.sequence).format).toBe('int64');
+  });
+
+  it('the feed event and the delivered event say, per type, what data holds: the same as that type\'s webhook', () => {
+    const doc = openapi as any;
+    const schemas = doc.components.schemas;
+    const webhookBody = (type: string) => schemas[doc.webhooks[type].post.requestBody.content['application/json'].schema.$ref.split('/').pop()];
+    // the feed (GET /v1/events): one variant per type, its data schema and required fields those of the webhook
+    const feedVariants = schemas.Event.oneOf.map((v: any) => ({ type: v.properties.type.const, data: v.properties.data, required: v.required }));
+    expect(feedVariants.map((v: { type: string }) => v.type).sort()).toEqual([...EVENT_TYPES]);
+    for (const variant of feedVariants) {
+      const body = webhookBody(variant.type);
+      expect({ type: variant.type, data: variant.data, required: variant.required })
+        .toEqual({ type: variant.type, data: body.properties.data, required: ['type', 'data', ...body.required.filter((name: string) => !['id', 'type', 'timestamp', 'sequence', 'data'].includes(name))] });
+    }
+    // the delivered shape (trigger samples): one of the webhook bodies, told apart by type
+    const delivered = schemas.IntegrationEvent;
+    expect(delivered.oneOf.map((v: any) => v.$ref).sort()).toEqual(EVENT_TYPES.map((type) => doc.webhooks[type].post.requestBody.content['application/json'].schema.$ref).sort());
+    expect(delivered.discriminator.propertyName).toBe('type');
+    for (const type of EVENT_TYPES) expect({ type, ref: delivered.discriminator.mapping[type] }).toEqual({ type, ref: doc.webhooks[type].post.requestBody.content['application/json'].schema.$ref });
+    // the SDK document keeps both
+    const sdk = (openapiSdk as any).components.schemas;
+    expect(sdk.Event.oneOf).toHaveLength(EVENT_TYPES.length);
+    expect(sdk.Event.oneOf[0].properties.type).toEqual({ enum: [feedVariants[0].type] });
+    expect(sdk.IntegrationEvent.discriminator.mapping).toEqual(delivered.discriminator.mapping);
   });
 
   it('changedFields names the fields whose value differs, deeply, without updatedAt', () => {
@@ -382,7 +408,7 @@ describeEachDatabase('the change feed', (t) => {
     };
     const trx = await beginWriteTransaction(t.db.knex);
     try {
-      const openId = await recordEvent(trx.knex, orgId, { type: 'site.created', data: { id: 'site_stillopen', name: 'Open' } });
+      const openId = await recordEvent(trx.knex, orgId, { type: 'site.created', data: siteData('site_stillopen', 'Open') });
       expect((await within(readEventFeed(t.db.knex, orgId, { limit: 50 }, 30))).data).toEqual([]);
       expect(await within(findEvent(committedReads(t.db.knex), orgId, openId))).toBeUndefined();
     } finally {
@@ -392,7 +418,7 @@ describeEachDatabase('the change feed', (t) => {
     // (on Postgres the event's insert was sent without waiting and is answered first)
     const own = await beginWriteTransaction(t.db.knex);
     try {
-      const ownId = await recordEvent(own.knex, orgId, { type: 'site.created', data: { id: 'site_ownread', name: 'Own' } });
+      const ownId = await recordEvent(own.knex, orgId, { type: 'site.created', data: siteData('site_ownread', 'Own') });
       expect(committedReads(own.knex)).toBe(own.knex);
       expect(await findEvent(committedReads(own.knex), orgId, ownId)).toMatchObject({ id: ownId, type: 'site.created' });
     } finally {
@@ -405,7 +431,7 @@ describeEachDatabase('the change feed', (t) => {
     const ghost = 'org_ghostofthefeed00000000';
     const failing = inWriteTransaction(t.db.knex, async (trx) => {
       await trx.raw('PRAGMA defer_foreign_keys = ON');
-      return recordEvent(trx, ghost, { type: 'site.created', data: { id: 'site_nevercommitted' } });
+      return recordEvent(trx, ghost, { type: 'site.created', data: siteData('site_nevercommitted') });
     }).then(() => 'committed', (err: Error) => err.message);
     const readMeanwhile = readEventFeed(t.db.knex, ghost, { limit: 50 }, 30);
     expect(await failing).toMatch(/FOREIGN KEY constraint failed/);
@@ -456,7 +482,7 @@ describeEachDatabase('the change feed', (t) => {
     const trx = await t.db.knex.transaction();
     let b: Promise<{ status: number }> | undefined;
     try {
-      await recordEvent(trx, orgId, { type: 'site.created', data: { id: 'site_a' } });
+      await recordEvent(trx, orgId, { type: 'site.created', data: siteData('site_a') });
       let bDone = false;
       b = t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|b', siteId: 's' }).then((res) => { bDone = true; return res; });
       await sleep(300);

@@ -100,6 +100,21 @@ interface FieldWorkflowClient {
   createLog(body: Schemas['LogCreate']): Promise<Reply>;
   ingestSensorReadings(body: Schemas['SensorReadingBatch']): Promise<Reply>;
   listSensorReadings(query: NonNullable<paths['/v1/sensor-readings']['get']['parameters']['query']>): Promise<Reply>;
+  /** The status each feed event of one check-in carries, read from `data` narrowed by `type` (the client's types must allow that). */
+  checkinStatusesInFeed(checkinId: string): Promise<(string | undefined)[]>;
+}
+
+/** As a client typed by generated/client-types.ts reads a feed event: `data` narrowed by `type` (a CheckinStatus, not unknown). */
+function checkinStatusOf(event: components['schemas']['Event']): components['schemas']['CheckinStatus'] | undefined {
+  switch (event.type) {
+    case 'checkin.created':
+    case 'checkin.activated':
+    case 'checkin.checked_out':
+    case 'checkin.updated':
+      return event.data.status;
+    default:
+      return undefined;
+  }
 }
 
 /**
@@ -133,6 +148,8 @@ async function runFieldWorkflow(api: FieldWorkflowClient): Promise<void> {
   const out = await api.updateCheckin(checkinId, { status: 'checked_out', checkOutAddress: '1 Grid Road, Leeds' });
   expect(out.status).toBe(200);
   expect(out.body).toMatchObject({ status: 'checked_out', checkedOutAt: aTimestamp() });
+  // the change feed, as a client reads it: each event's data typed by its type
+  expect(await api.checkinStatusesInFeed(checkinId)).toEqual(['pre_checkin', 'active', 'checked_out']);
 
   const log = await api.createLog({ entityType: 'checkin', entityId: checkinId, entryType: 'comment', source: 'api', message: 'Transformer inspected, no findings.' });
   expect(log.status).toBe(201);
@@ -279,6 +296,10 @@ describeEachDatabase('the field workflow through generated clients', (t: TestCon
       createLog: (body) => reply(client.POST('/v1/logs', { body })),
       ingestSensorReadings: (body) => reply(client.POST('/v1/sensor-readings', { body })),
       listSensorReadings: (query) => reply(client.GET('/v1/sensor-readings', { params: { query } })),
+      checkinStatusesInFeed: async (checkinId) => {
+        const { data } = await client.GET('/v1/events', { params: { query: { resourceId: checkinId } } });
+        return data!.data.map(checkinStatusOf);
+      },
     });
   });
 });

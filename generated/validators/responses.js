@@ -1549,13 +1549,384 @@ return errors === 0;
 validate79.evaluated = {"props":{"error":true,"code":true,"details":true,"requestId":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.Event = validate80;
-const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"$ref":"components#/$defs/EventSequence"},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
-const schema34 = {"type":"string","description":"`<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.","enum":["asset.created","asset.deleted","asset.updated","checkin.activated","checkin.checked_out","checkin.created","checkin.updated","issue.closed","issue.created","issue.resolved","issue.updated","log.created","run.completed","run.started","run.updated","schedule.created","schedule.deleted","schedule.updated","sensor_readings.ingested","site.created","site.deleted","site.updated","template.created","template.deleted","template.updated","user.created","user.updated"]};
+const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"$ref":"components#/$defs/EventSequence"},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}},"oneOf":[{"type":"object","properties":{"type":{"const":"site.created"},"data":{"$ref":"components#/$defs/Site"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"site.updated"},"data":{"$ref":"components#/$defs/Site"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"site.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"user.created"},"data":{"$ref":"components#/$defs/User"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"user.updated"},"data":{"$ref":"components#/$defs/User"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.created"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"checkin.activated"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.checked_out"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.updated"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"log.created"},"data":{"$ref":"components#/$defs/Log"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"sensor_readings.ingested"},"data":{"$ref":"components#/$defs/SensorReadingsIngested"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"asset.created"},"data":{"$ref":"components#/$defs/Asset"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"asset.updated"},"data":{"$ref":"components#/$defs/Asset"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"asset.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"issue.created"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"issue.updated"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"issue.resolved"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"issue.closed"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"template.created"},"data":{"$ref":"components#/$defs/Template"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"template.updated"},"data":{"$ref":"components#/$defs/Template"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"template.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"run.started"},"data":{"$ref":"components#/$defs/Run"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"run.updated"},"data":{"$ref":"components#/$defs/Run"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"run.completed"},"data":{"$ref":"components#/$defs/Run"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"schedule.created"},"data":{"$ref":"components#/$defs/Schedule"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"schedule.updated"},"data":{"$ref":"components#/$defs/Schedule"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"schedule.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]}]};
+const schema34 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
 function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate81.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.address === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "address"},message:"must have required property '"+"address"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.latitude === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "latitude"},message:"must have required property '"+"latitude"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.longitude === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "longitude"},message:"must have required property '"+"longitude"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.geofenceRadiusMeters === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "geofenceRadiusMeters"},message:"must have required property '"+"geofenceRadiusMeters"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.timezone === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timezone"},message:"must have required property '"+"timezone"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.updatedAt === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err9 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err10 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.address !== undefined){
+let data2 = data.address;
+if((typeof data2 !== "string") && (data2 !== null)){
+const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema34.properties.address.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.latitude !== undefined){
+let data3 = data.latitude;
+if((!((typeof data3 == "number") && (isFinite(data3)))) && (data3 !== null)){
+const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema34.properties.latitude.type},message:"must be number,null"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 90 || isNaN(data3)){
+const err13 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/maximum",keyword:"maximum",params:{comparison: "<=", limit: 90},message:"must be <= 90"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(data3 < -90 || isNaN(data3)){
+const err14 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/minimum",keyword:"minimum",params:{comparison: ">=", limit: -90},message:"must be >= -90"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+}
+if(data.longitude !== undefined){
+let data4 = data.longitude;
+if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
+const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema34.properties.longitude.type},message:"must be number,null"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 180 || isNaN(data4)){
+const err16 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/maximum",keyword:"maximum",params:{comparison: "<=", limit: 180},message:"must be <= 180"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+if(data4 < -180 || isNaN(data4)){
+const err17 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/minimum",keyword:"minimum",params:{comparison: ">=", limit: -180},message:"must be >= -180"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+}
+if(data.geofenceRadiusMeters !== undefined){
+let data5 = data.geofenceRadiusMeters;
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 5000 || isNaN(data5)){
+const err18 = {instancePath:instancePath+"/geofenceRadiusMeters",schemaPath:"#/properties/geofenceRadiusMeters/maximum",keyword:"maximum",params:{comparison: "<=", limit: 5000},message:"must be <= 5000"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(data5 < 10 || isNaN(data5)){
+const err19 = {instancePath:instancePath+"/geofenceRadiusMeters",schemaPath:"#/properties/geofenceRadiusMeters/minimum",keyword:"minimum",params:{comparison: ">=", limit: 10},message:"must be >= 10"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+else {
+const err20 = {instancePath:instancePath+"/geofenceRadiusMeters",schemaPath:"#/properties/geofenceRadiusMeters/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.timezone !== undefined){
+let data6 = data.timezone;
+if((typeof data6 !== "string") && (data6 !== null)){
+const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema34.properties.timezone.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.updatedAt !== undefined){
+if(!(validate58(data.updatedAt, {instancePath:instancePath+"/updatedAt",parentData:data,parentDataProperty:"updatedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err22 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+validate81.errors = vErrors;
+return errors === 0;
+}
+validate81.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema35 = {"type":"object","description":"The `data` of a deletion event.","required":["id","deleted"],"properties":{"id":{"type":"string"},"deleted":{"type":"boolean","const":true}}};
+
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate86.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.deleted === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "deleted"},message:"must have required property '"+"deleted"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err2 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.deleted !== undefined){
+let data1 = data.deleted;
+if(typeof data1 !== "boolean"){
+const err3 = {instancePath:instancePath+"/deleted",schemaPath:"#/properties/deleted/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(true !== data1){
+const err4 = {instancePath:instancePath+"/deleted",schemaPath:"#/properties/deleted/const",keyword:"const",params:{allowedValue: true},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+}
+else {
+const err5 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+validate86.errors = vErrors;
+return errors === 0;
+}
+validate86.evaluated = {"props":{"id":true,"deleted":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema36 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema37 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
+
+function validate89(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate89.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1572,8 +1943,8 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(!(((((((((((((((((((((((((((data === "asset.created") || (data === "asset.deleted")) || (data === "asset.updated")) || (data === "checkin.activated")) || (data === "checkin.checked_out")) || (data === "checkin.created")) || (data === "checkin.updated")) || (data === "issue.closed")) || (data === "issue.created")) || (data === "issue.resolved")) || (data === "issue.updated")) || (data === "log.created")) || (data === "run.completed")) || (data === "run.started")) || (data === "run.updated")) || (data === "schedule.created")) || (data === "schedule.deleted")) || (data === "schedule.updated")) || (data === "sensor_readings.ingested")) || (data === "site.created")) || (data === "site.deleted")) || (data === "site.updated")) || (data === "template.created")) || (data === "template.deleted")) || (data === "template.updated")) || (data === "user.created")) || (data === "user.updated"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema34.enum},message:"must be equal to one of the allowed values"};
+if(!((((data === "site_checkin_created") || (data === "site_checkin_activated")) || (data === "device")) || (data === "manual"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema37.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -1582,114 +1953,11 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate81.errors = vErrors;
+validate89.errors = vErrors;
 return errors === 0;
 }
-validate81.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate89.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema35 = {"type":"integer","format":"int64","minimum":1,"description":"Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53."};
-const formats10 = require("../../runtime/http/validationFormats").validationFormats.int64;
-
-function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate83.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(!(((typeof data == "number") && (!(data % 1) && !isNaN(data))) && (isFinite(data)))){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if((typeof data == "number") && (isFinite(data))){
-if(data < 1 || isNaN(data)){
-const err1 = {instancePath,schemaPath:"#/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(!(formats10.validate(data))){
-const err2 = {instancePath,schemaPath:"#/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-validate83.errors = vErrors;
-return errors === 0;
-}
-validate83.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-const schema36 = {"type":"array","description":"Update events only: the names of the fields whose value changed (`updatedAt` is never listed). Never empty: an update that changes nothing records no event.","minItems":1,"items":{"type":"string"}};
-
-function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate86.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(Array.isArray(data)){
-if(data.length < 1){
-const err0 = {instancePath,schemaPath:"#/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-const len0 = data.length;
-for(let i0=0; i0<len0; i0++){
-if(typeof data[i0] !== "string"){
-const err1 = {instancePath:instancePath+"/" + i0,schemaPath:"#/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-}
-}
-else {
-const err2 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-validate86.errors = vErrors;
-return errors === 0;
-}
-validate86.evaluated = {"items":true,"dynamicProps":false,"dynamicItems":false};
-
-const schema37 = {"type":"object","additionalProperties":true,"description":"Update events only: each field `changedFields` names, with its value before the change as `GET` showed it (`null` for a field it did not show). What a consumer needs to act on a transition — a status that went from `open` to `resolved` — without keeping a copy of the resource. Absent on update events recorded by versions before it was introduced."};
 
 function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -1702,34 +1970,6 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
-}
-else {
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-validate88.errors = vErrors;
-return errors === 0;
-}
-validate88.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-
-function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate80.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.id === undefined){
 const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
 if(vErrors === null){
@@ -1740,8 +1980,8 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.type === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(data.userId === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "userId"},message:"must have required property '"+"userId"+"'"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -1750,8 +1990,8 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.sequence === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(data.lastLocationSiteId === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastLocationSiteId"},message:"must have required property '"+"lastLocationSiteId"+"'"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -1760,8 +2000,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(data.occurredAt === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "occurredAt"},message:"must have required property '"+"occurredAt"+"'"};
+if(data.lastLocationCheckinId === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastLocationCheckinId"},message:"must have required property '"+"lastLocationCheckinId"+"'"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -1770,8 +2010,8 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(data.data === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(data.lastLocationLat === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastLocationLat"},message:"must have required property '"+"lastLocationLat"+"'"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -1780,9 +2020,8 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(data.id !== undefined){
-if(typeof data.id !== "string"){
-const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.lastLocationLng === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastLocationLng"},message:"must have required property '"+"lastLocationLng"+"'"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -1791,31 +2030,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-}
-if(data.type !== undefined){
-if(!(validate81(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
-errors = vErrors.length;
-}
-}
-if(data.sequence !== undefined){
-if(!(validate83(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate83.errors : vErrors.concat(validate83.errors);
-errors = vErrors.length;
-}
-}
-if(data.occurredAt !== undefined){
-if(!(validate58(data.occurredAt, {instancePath:instancePath+"/occurredAt",parentData:data,parentDataProperty:"occurredAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
-errors = vErrors.length;
-}
-}
-if(data.data !== undefined){
-let data4 = data.data;
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-}
-else {
-const err6 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.lastLocationAccuracyMeters === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastLocationAccuracyMeters"},message:"must have required property '"+"lastLocationAccuracyMeters"+"'"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -1824,22 +2040,8 @@ vErrors.push(err6);
 }
 errors++;
 }
-}
-if(data.changedFields !== undefined){
-if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
-errors = vErrors.length;
-}
-}
-if(data.previousValues !== undefined){
-if(!(validate88(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.lastLocationSource === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastLocationSource"},message:"must have required property '"+"lastLocationSource"+"'"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -1848,195 +2050,8 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate80.errors = vErrors;
-return errors === 0;
-}
-validate80.evaluated = {"props":{"id":true,"type":true,"sequence":true,"occurredAt":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
-
-exports.EventList = validate90;
-const schema38 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Event"}},"nextCursor":{"type":"string","description":"Pass it as `after` for the next page. Always present: at the end of the feed it marks where to resume when new events arrive."}}};
-
-function validate90(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate90.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.data === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.nextCursor === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.data !== undefined){
-let data0 = data.data;
-if(Array.isArray(data0)){
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate80(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate80.errors : vErrors.concat(validate80.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.nextCursor !== undefined){
-if(typeof data.nextCursor !== "string"){
-const err3 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-}
-}
-else {
-const err4 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-validate90.errors = vErrors;
-return errors === 0;
-}
-validate90.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
-
-exports.IntegrationActionList = validate92;
-const schema39 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema40 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
-
-function validate93(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate93.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.key === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.name === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.description === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-if(data.operationId === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "operationId"},message:"must have required property '"+"operationId"+"'"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-if(data.method === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "method"},message:"must have required property '"+"method"+"'"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-if(data.path === undefined){
-const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "path"},message:"must have required property '"+"path"+"'"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-if(data.scopes === undefined){
-const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "scopes"},message:"must have required property '"+"scopes"+"'"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-if(data.key !== undefined){
-if(typeof data.key !== "string"){
-const err7 = {instancePath:instancePath+"/key",schemaPath:"#/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-if(data.name !== undefined){
-if(typeof data.name !== "string"){
-const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.lastLocationCapturedAt === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "lastLocationCapturedAt"},message:"must have required property '"+"lastLocationCapturedAt"+"'"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -2045,10 +2060,8 @@ vErrors.push(err8);
 }
 errors++;
 }
-}
-if(data.description !== undefined){
-if(typeof data.description !== "string"){
-const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.createdAt === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -2057,10 +2070,8 @@ vErrors.push(err9);
 }
 errors++;
 }
-}
-if(data.operationId !== undefined){
-if(typeof data.operationId !== "string"){
-const err10 = {instancePath:instancePath+"/operationId",schemaPath:"#/properties/operationId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.updatedAt === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -2069,11 +2080,9 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-if(data.method !== undefined){
-let data4 = data.method;
-if(typeof data4 !== "string"){
-const err11 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err11 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -2082,8 +2091,10 @@ vErrors.push(err11);
 }
 errors++;
 }
-if(!(((((data4 === "GET") || (data4 === "POST")) || (data4 === "PATCH")) || (data4 === "PUT")) || (data4 === "DELETE"))){
-const err12 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema40.properties.method.enum},message:"must be equal to one of the allowed values"};
+}
+if(data.userId !== undefined){
+if(typeof data.userId !== "string"){
+const err12 = {instancePath:instancePath+"/userId",schemaPath:"#/properties/userId/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -2093,9 +2104,10 @@ vErrors.push(err12);
 errors++;
 }
 }
-if(data.path !== undefined){
-if(typeof data.path !== "string"){
-const err13 = {instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.lastLocationSiteId !== undefined){
+let data2 = data.lastLocationSiteId;
+if((typeof data2 !== "string") && (data2 !== null)){
+const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema36.properties.lastLocationSiteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -2105,13 +2117,10 @@ vErrors.push(err13);
 errors++;
 }
 }
-if(data.scopes !== undefined){
-let data6 = data.scopes;
-if(Array.isArray(data6)){
-const len0 = data6.length;
-for(let i0=0; i0<len0; i0++){
-if(typeof data6[i0] !== "string"){
-const err14 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.lastLocationCheckinId !== undefined){
+let data3 = data.lastLocationCheckinId;
+if((typeof data3 !== "string") && (data3 !== null)){
+const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema36.properties.lastLocationCheckinId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -2121,9 +2130,10 @@ vErrors.push(err14);
 errors++;
 }
 }
-}
-else {
-const err15 = {instancePath:instancePath+"/scopes",schemaPath:"#/properties/scopes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data.lastLocationLat !== undefined){
+let data4 = data.lastLocationLat;
+if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
+const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema36.properties.lastLocationLat.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -2132,10 +2142,9 @@ vErrors.push(err15);
 }
 errors++;
 }
-}
-}
-else {
-const err16 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 90 || isNaN(data4)){
+const err16 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/maximum",keyword:"maximum",params:{comparison: "<=", limit: 90},message:"must be <= 90"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -2144,25 +2153,207 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate93.errors = vErrors;
+if(data4 < -90 || isNaN(data4)){
+const err17 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/minimum",keyword:"minimum",params:{comparison: ">=", limit: -90},message:"must be >= -90"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+}
+if(data.lastLocationLng !== undefined){
+let data5 = data.lastLocationLng;
+if((!((typeof data5 == "number") && (isFinite(data5)))) && (data5 !== null)){
+const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema36.properties.lastLocationLng.type},message:"must be number,null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 180 || isNaN(data5)){
+const err19 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/maximum",keyword:"maximum",params:{comparison: "<=", limit: 180},message:"must be <= 180"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+if(data5 < -180 || isNaN(data5)){
+const err20 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/minimum",keyword:"minimum",params:{comparison: ">=", limit: -180},message:"must be >= -180"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+}
+if(data.lastLocationAccuracyMeters !== undefined){
+let data6 = data.lastLocationAccuracyMeters;
+if((!((typeof data6 == "number") && (isFinite(data6)))) && (data6 !== null)){
+const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema36.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 < 0 || isNaN(data6)){
+const err22 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+}
+if(data.lastLocationSource !== undefined){
+let data7 = data.lastLocationSource;
+const _errs16 = errors;
+let valid1 = false;
+let passing0 = null;
+const _errs17 = errors;
+if(!(validate89(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate89.errors : vErrors.concat(validate89.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs17 === errors;
+if(_valid0){
+valid1 = true;
+passing0 = 0;
+}
+const _errs18 = errors;
+if(data7 !== null){
+const err23 = {instancePath:instancePath+"/lastLocationSource",schemaPath:"#/properties/lastLocationSource/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+if(_valid0 && valid1){
+valid1 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid1 = true;
+passing0 = 1;
+}
+}
+if(!valid1){
+const err24 = {instancePath:instancePath+"/lastLocationSource",schemaPath:"#/properties/lastLocationSource/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+else {
+errors = _errs16;
+if(vErrors !== null){
+if(_errs16){
+vErrors.length = _errs16;
+}
+else {
+vErrors = null;
+}
+}
+}
+}
+if(data.lastLocationCapturedAt !== undefined){
+let data8 = data.lastLocationCapturedAt;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema36.properties.lastLocationCapturedAt.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+if(typeof data8 === "string"){
+if(!(formats0.validate(data8))){
+const err26 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.updatedAt !== undefined){
+if(!(validate58(data.updatedAt, {instancePath:instancePath+"/updatedAt",parentData:data,parentDataProperty:"updatedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err27 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+validate88.errors = vErrors;
 return errors === 0;
 }
-validate93.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
+validate88.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
+const schema38 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema39 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
+const pattern4 = new RegExp("^[a-z][a-z0-9_]{0,39}$", "u");
 
-function validate92(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate100(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate92.evaluated;
+const evaluated0 = validate100.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.data === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(typeof data === "string"){
+if(!pattern4.test(data)){
+const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]{0,39}$"},message:"must match pattern \""+"^[a-z][a-z0-9_]{0,39}$"+"\""};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -2171,8 +2362,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.nextCursor === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2181,19 +2373,47 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.data !== undefined){
-let data0 = data.data;
-if(Array.isArray(data0)){
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate93(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate93.errors : vErrors.concat(validate93.errors);
-errors = vErrors.length;
+validate100.errors = vErrors;
+return errors === 0;
 }
+validate100.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+const schema40 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
+const pattern5 = new RegExp("^[A-Za-z0-9_.:-]+$", "u");
+
+function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate102.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
 }
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data === "string"){
+if(func1(data) > 128){
+const err0 = {instancePath,schemaPath:"#/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err0];
 }
 else {
-const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+vErrors.push(err0);
+}
+errors++;
+}
+if(func1(data) < 1){
+const err1 = {instancePath,schemaPath:"#/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(!pattern5.test(data)){
+const err2 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_.:-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_.:-]+$"+"\""};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -2203,15 +2423,8 @@ vErrors.push(err2);
 errors++;
 }
 }
-if(data.nextCursor !== undefined){
-if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
-errors = vErrors.length;
-}
-}
-}
 else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -2220,19 +2433,93 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate92.errors = vErrors;
+validate102.errors = vErrors;
 return errors === 0;
 }
-validate92.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate102.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationEventSamples = validate96;
-const schema41 = {"type":"object","required":["data"],"properties":{"data":{"type":"array","maxItems":3,"items":{"$ref":"components#/$defs/IntegrationEvent"}}}};
-const schema42 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it, or a tombstone for a deletion."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+const schema41 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
 
-function validate97(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate97.evaluated;
+const evaluated0 = validate104.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data !== "string"){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(!(((data === "comment") || (data === "note")) || (data === "status"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema41.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate104.errors = vErrors;
+return errors === 0;
+}
+validate104.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+const schema42 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
+const pattern6 = new RegExp("^[a-z][a-z0-9_.-]{0,39}$", "u");
+
+function validate106(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate106.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data === "string"){
+if(!pattern6.test(data)){
+const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_.-]{0,39}$"},message:"must match pattern \""+"^[a-z][a-z0-9_.-]{0,39}$"+"\""};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate106.errors = vErrors;
+return errors === 0;
+}
+validate106.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+
+function validate99(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate99.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2250,8 +2537,8 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.type === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(data.entityType === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entityType"},message:"must have required property '"+"entityType"+"'"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2260,8 +2547,8 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.timestamp === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(data.entityId === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entityId"},message:"must have required property '"+"entityId"+"'"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -2270,8 +2557,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(data.sequence === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(data.entryType === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entryType"},message:"must have required property '"+"entryType"+"'"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -2280,76 +2567,39 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(data.data === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(data.message === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "message"},message:"must have required property '"+"message"+"'"};
 if(vErrors === null){
 vErrors = [err4];
 }
 else {
 vErrors.push(err4);
+}
+errors++;
+}
+if(data.source === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
 }
 errors++;
 }
 if(data.id !== undefined){
 if(typeof data.id !== "string"){
-const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-if(data.type !== undefined){
-if(!(validate81(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
-errors = vErrors.length;
-}
-}
-if(data.timestamp !== undefined){
-if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
-errors = vErrors.length;
-}
-}
-if(data.sequence !== undefined){
-if(!(validate83(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate83.errors : vErrors.concat(validate83.errors);
-errors = vErrors.length;
-}
-}
-if(data.data !== undefined){
-let data4 = data.data;
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-}
-else {
-const err6 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-if(data.changedFields !== undefined){
-if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
-errors = vErrors.length;
-}
-}
-if(data.previousValues !== undefined){
-if(!(validate88(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err7 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -2358,89 +2608,72 @@ vErrors.push(err7);
 }
 errors++;
 }
-validate97.errors = vErrors;
-return errors === 0;
 }
-validate97.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
-
-
-function validate96(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate96.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
+if(data.entityType !== undefined){
+if(!(validate100(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate100.errors : vErrors.concat(validate100.errors);
+errors = vErrors.length;
 }
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
 }
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.data === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(data.entityId !== undefined){
+if(!(validate102(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate102.errors : vErrors.concat(validate102.errors);
+errors = vErrors.length;
+}
+}
+if(data.entryType !== undefined){
+if(!(validate104(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate104.errors : vErrors.concat(validate104.errors);
+errors = vErrors.length;
+}
+}
+if(data.message !== undefined){
+if(typeof data.message !== "string"){
+const err8 = {instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
-vErrors = [err0];
+vErrors = [err8];
 }
 else {
-vErrors.push(err0);
+vErrors.push(err8);
 }
 errors++;
 }
-if(data.data !== undefined){
-let data0 = data.data;
-if(Array.isArray(data0)){
-if(data0.length > 3){
-const err1 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/maxItems",keyword:"maxItems",params:{limit: 3},message:"must NOT have more than 3 items"};
-if(vErrors === null){
-vErrors = [err1];
 }
-else {
-vErrors.push(err1);
+if(data.source !== undefined){
+if(!(validate106(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
+errors = vErrors.length;
 }
-errors++;
 }
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate97(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate97.errors : vErrors.concat(validate97.errors);
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
 errors = vErrors.length;
 }
 }
 }
 else {
-const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err2];
+vErrors = [err9];
 }
 else {
-vErrors.push(err2);
+vErrors.push(err9);
 }
 errors++;
 }
-}
-}
-else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-validate96.errors = vErrors;
+validate99.errors = vErrors;
 return errors === 0;
 }
-validate96.evaluated = {"props":{"data":true},"dynamicProps":false,"dynamicItems":false};
+validate99.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationTriggerList = validate104;
-const schema43 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema44 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"$ref":"components#/$defs/EventType"},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
+const schema43 = {"type":"object","description":"The `data` of `sensor_readings.ingested`: the counts of the batch and the readings it stored (duplicates left out).","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0},"duplicates":{"type":"integer","minimum":0},"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}}}};
+const schema44 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate105(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate105.evaluated;
+const evaluated0 = validate111.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2448,8 +2681,8 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.key === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -2458,8 +2691,8 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.name === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(data.provider === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "provider"},message:"must have required property '"+"provider"+"'"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2468,8 +2701,8 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.description === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
+if(data.sensorExternalId === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sensorExternalId"},message:"must have required property '"+"sensorExternalId"+"'"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -2478,8 +2711,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-if(data.resource === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
+if(data.sensorName === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sensorName"},message:"must have required property '"+"sensorName"+"'"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -2488,8 +2721,8 @@ vErrors.push(err3);
 }
 errors++;
 }
-if(data.samplePayload === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "samplePayload"},message:"must have required property '"+"samplePayload"+"'"};
+if(data.siteId === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "siteId"},message:"must have required property '"+"siteId"+"'"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -2498,15 +2731,8 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(data.key !== undefined){
-if(!(validate81(data.key, {instancePath:instancePath+"/key",parentData:data,parentDataProperty:"key",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
-errors = vErrors.length;
-}
-}
-if(data.name !== undefined){
-if(typeof data.name !== "string"){
-const err5 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.metric === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "metric"},message:"must have required property '"+"metric"+"'"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -2515,10 +2741,254 @@ vErrors.push(err5);
 }
 errors++;
 }
+if(data.value === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+if(vErrors === null){
+vErrors = [err6];
 }
-if(data.description !== undefined){
-if(typeof data.description !== "string"){
-const err6 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.unit === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "unit"},message:"must have required property '"+"unit"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.occurredAt === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "occurredAt"},message:"must have required property '"+"occurredAt"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err10 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.provider !== undefined){
+if(typeof data.provider !== "string"){
+const err11 = {instancePath:instancePath+"/provider",schemaPath:"#/properties/provider/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.sensorExternalId !== undefined){
+if(typeof data.sensorExternalId !== "string"){
+const err12 = {instancePath:instancePath+"/sensorExternalId",schemaPath:"#/properties/sensorExternalId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.sensorName !== undefined){
+let data3 = data.sensorName;
+if((typeof data3 !== "string") && (data3 !== null)){
+const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema44.properties.sensorName.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.siteId !== undefined){
+if(typeof data.siteId !== "string"){
+const err14 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.metric !== undefined){
+if(typeof data.metric !== "string"){
+const err15 = {instancePath:instancePath+"/metric",schemaPath:"#/properties/metric/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.value !== undefined){
+let data6 = data.value;
+if(!((typeof data6 == "number") && (isFinite(data6)))){
+const err16 = {instancePath:instancePath+"/value",schemaPath:"#/properties/value/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.unit !== undefined){
+if(typeof data.unit !== "string"){
+const err17 = {instancePath:instancePath+"/unit",schemaPath:"#/properties/unit/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data.occurredAt !== undefined){
+if(!(validate58(data.occurredAt, {instancePath:instancePath+"/occurredAt",parentData:data,parentDataProperty:"occurredAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err18 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+validate111.errors = vErrors;
+return errors === 0;
+}
+validate111.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate110(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate110.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.ingested === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "ingested"},message:"must have required property '"+"ingested"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.duplicates === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "duplicates"},message:"must have required property '"+"duplicates"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.ingested !== undefined){
+let data0 = data.ingested;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+const err3 = {instancePath:instancePath+"/ingested",schemaPath:"#/properties/ingested/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 < 0 || isNaN(data0)){
+const err4 = {instancePath:instancePath+"/ingested",schemaPath:"#/properties/ingested/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+}
+}
+if(data.duplicates !== undefined){
+let data1 = data.duplicates;
+if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
+const err5 = {instancePath:instancePath+"/duplicates",schemaPath:"#/properties/duplicates/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 < 0 || isNaN(data1)){
+const err6 = {instancePath:instancePath+"/duplicates",schemaPath:"#/properties/duplicates/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -2528,9 +2998,20 @@ vErrors.push(err6);
 errors++;
 }
 }
-if(data.resource !== undefined){
-if(typeof data.resource !== "string"){
-const err7 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data.data !== undefined){
+let data2 = data.data;
+if(Array.isArray(data2)){
+const len0 = data2.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate111(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate111.errors : vErrors.concat(validate111.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -2538,12 +3019,6 @@ else {
 vErrors.push(err7);
 }
 errors++;
-}
-}
-if(data.samplePayload !== undefined){
-if(!(validate97(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate97.errors : vErrors.concat(validate97.errors);
-errors = vErrors.length;
 }
 }
 }
@@ -2557,95 +3032,18 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate105.errors = vErrors;
+validate110.errors = vErrors;
 return errors === 0;
 }
-validate105.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
+validate110.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
-
-function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate104.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.data === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.nextCursor === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.data !== undefined){
-let data0 = data.data;
-if(Array.isArray(data0)){
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate105(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate105.errors : vErrors.concat(validate105.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.nextCursor !== undefined){
-if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-validate104.errors = vErrors;
-return errors === 0;
-}
-validate104.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
-
-exports.Issue = validate110;
 const schema45 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 const schema46 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
 
-function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate120(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate111.evaluated;
+const evaluated0 = validate120.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2672,17 +3070,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate111.errors = vErrors;
+validate120.errors = vErrors;
 return errors === 0;
 }
-validate111.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate120.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 const schema47 = {"type":"string","enum":["low","medium","high","critical"]};
 
-function validate113(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate113.evaluated;
+const evaluated0 = validate122.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2709,16 +3107,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate113.errors = vErrors;
+validate122.errors = vErrors;
 return errors === 0;
 }
-validate113.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate122.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate110(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate119(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate110.evaluated;
+const evaluated0 = validate119.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2904,14 +3302,14 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate111(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate111.errors : vErrors.concat(validate111.errors);
+if(!(validate120(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
 errors = vErrors.length;
 }
 }
 if(data.priority !== undefined){
-if(!(validate113(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate113.errors : vErrors.concat(validate113.errors);
+if(!(validate122(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate122.errors : vErrors.concat(validate122.errors);
 errors = vErrors.length;
 }
 }
@@ -3065,891 +3463,19 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate110.errors = vErrors;
+validate119.errors = vErrors;
 return errors === 0;
 }
-validate110.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate119.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IssueList = validate117;
-const schema48 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema48 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema49 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
+const schema50 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
 
-function validate117(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate132(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate117.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.data === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.nextCursor === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.data !== undefined){
-let data0 = data.data;
-if(Array.isArray(data0)){
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate110(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.nextCursor !== undefined){
-if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-validate117.errors = vErrors;
-return errors === 0;
-}
-validate117.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
-
-exports.Log = validate120;
-const schema49 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema50 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
-const pattern4 = new RegExp("^[a-z][a-z0-9_]{0,39}$", "u");
-
-function validate121(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate121.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(typeof data === "string"){
-if(!pattern4.test(data)){
-const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]{0,39}$"},message:"must match pattern \""+"^[a-z][a-z0-9_]{0,39}$"+"\""};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-}
-else {
-const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-validate121.errors = vErrors;
-return errors === 0;
-}
-validate121.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-const schema51 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
-const pattern5 = new RegExp("^[A-Za-z0-9_.:-]+$", "u");
-
-function validate123(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate123.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(typeof data === "string"){
-if(func1(data) > 128){
-const err0 = {instancePath,schemaPath:"#/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(func1(data) < 1){
-const err1 = {instancePath,schemaPath:"#/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(!pattern5.test(data)){
-const err2 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_.:-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_.:-]+$"+"\""};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-validate123.errors = vErrors;
-return errors === 0;
-}
-validate123.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-const schema52 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
-
-function validate125(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate125.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(typeof data !== "string"){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(!(((data === "comment") || (data === "note")) || (data === "status"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema52.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-validate125.errors = vErrors;
-return errors === 0;
-}
-validate125.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-const schema53 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
-const pattern6 = new RegExp("^[a-z][a-z0-9_.-]{0,39}$", "u");
-
-function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate127.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(typeof data === "string"){
-if(!pattern6.test(data)){
-const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_.-]{0,39}$"},message:"must match pattern \""+"^[a-z][a-z0-9_.-]{0,39}$"+"\""};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-}
-else {
-const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-validate127.errors = vErrors;
-return errors === 0;
-}
-validate127.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-
-function validate120(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate120.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.id === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.entityType === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entityType"},message:"must have required property '"+"entityType"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.entityId === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entityId"},message:"must have required property '"+"entityId"+"'"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-if(data.entryType === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entryType"},message:"must have required property '"+"entryType"+"'"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-if(data.message === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "message"},message:"must have required property '"+"message"+"'"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-if(data.source === undefined){
-const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-if(data.createdAt === undefined){
-const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-if(data.id !== undefined){
-if(typeof data.id !== "string"){
-const err7 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-if(data.entityType !== undefined){
-if(!(validate121(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate121.errors : vErrors.concat(validate121.errors);
-errors = vErrors.length;
-}
-}
-if(data.entityId !== undefined){
-if(!(validate123(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate123.errors : vErrors.concat(validate123.errors);
-errors = vErrors.length;
-}
-}
-if(data.entryType !== undefined){
-if(!(validate125(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate125.errors : vErrors.concat(validate125.errors);
-errors = vErrors.length;
-}
-}
-if(data.message !== undefined){
-if(typeof data.message !== "string"){
-const err8 = {instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-if(data.source !== undefined){
-if(!(validate127(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate127.errors : vErrors.concat(validate127.errors);
-errors = vErrors.length;
-}
-}
-if(data.createdAt !== undefined){
-if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-validate120.errors = vErrors;
-return errors === 0;
-}
-validate120.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
-
-exports.LogList = validate130;
-const schema54 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-
-function validate130(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate130.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.data === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.nextCursor === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.data !== undefined){
-let data0 = data.data;
-if(Array.isArray(data0)){
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate120(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.nextCursor !== undefined){
-if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-validate130.errors = vErrors;
-return errors === 0;
-}
-validate130.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
-
-exports.OccurrenceList = validate133;
-const schema55 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
-const schema56 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
-const schema57 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
-const pattern7 = new RegExp("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$", "u");
-
-function validate137(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate137.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(typeof data === "string"){
-if(!pattern7.test(data)){
-const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$"},message:"must match pattern \""+"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$"+"\""};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-}
-else {
-const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-validate137.errors = vErrors;
-return errors === 0;
-}
-validate137.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-
-function validate134(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate134.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.id === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.scheduleId === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "scheduleId"},message:"must have required property '"+"scheduleId"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.templateId === undefined){
-const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "templateId"},message:"must have required property '"+"templateId"+"'"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-if(data.siteId === undefined){
-const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "siteId"},message:"must have required property '"+"siteId"+"'"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-if(data.assigneeUserId === undefined){
-const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "assigneeUserId"},message:"must have required property '"+"assigneeUserId"+"'"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-if(data.startAt === undefined){
-const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startAt"},message:"must have required property '"+"startAt"+"'"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-if(data.endAt === undefined){
-const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "endAt"},message:"must have required property '"+"endAt"+"'"};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-if(data.localStartAt === undefined){
-const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "localStartAt"},message:"must have required property '"+"localStartAt"+"'"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-if(data.timezone === undefined){
-const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timezone"},message:"must have required property '"+"timezone"+"'"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-if(data.runId === undefined){
-const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "runId"},message:"must have required property '"+"runId"+"'"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-if(data.runStatus === undefined){
-const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "runStatus"},message:"must have required property '"+"runStatus"+"'"};
-if(vErrors === null){
-vErrors = [err10];
-}
-else {
-vErrors.push(err10);
-}
-errors++;
-}
-if(data.id !== undefined){
-if(typeof data.id !== "string"){
-const err11 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err11];
-}
-else {
-vErrors.push(err11);
-}
-errors++;
-}
-}
-if(data.scheduleId !== undefined){
-if(typeof data.scheduleId !== "string"){
-const err12 = {instancePath:instancePath+"/scheduleId",schemaPath:"#/properties/scheduleId/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err12];
-}
-else {
-vErrors.push(err12);
-}
-errors++;
-}
-}
-if(data.templateId !== undefined){
-if(typeof data.templateId !== "string"){
-const err13 = {instancePath:instancePath+"/templateId",schemaPath:"#/properties/templateId/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
-}
-if(data.siteId !== undefined){
-if(typeof data.siteId !== "string"){
-const err14 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-}
-if(data.assigneeUserId !== undefined){
-let data4 = data.assigneeUserId;
-if((typeof data4 !== "string") && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema56.properties.assigneeUserId.type},message:"must be string,null"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-}
-if(data.startAt !== undefined){
-if(!(validate58(data.startAt, {instancePath:instancePath+"/startAt",parentData:data,parentDataProperty:"startAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
-errors = vErrors.length;
-}
-}
-if(data.endAt !== undefined){
-if(!(validate58(data.endAt, {instancePath:instancePath+"/endAt",parentData:data,parentDataProperty:"endAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
-errors = vErrors.length;
-}
-}
-if(data.localStartAt !== undefined){
-if(!(validate137(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate137.errors : vErrors.concat(validate137.errors);
-errors = vErrors.length;
-}
-}
-if(data.timezone !== undefined){
-if(typeof data.timezone !== "string"){
-const err16 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-}
-if(data.runId !== undefined){
-let data9 = data.runId;
-if((typeof data9 !== "string") && (data9 !== null)){
-const err17 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema56.properties.runId.type},message:"must be string,null"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-}
-if(data.runStatus !== undefined){
-let data10 = data.runStatus;
-if((typeof data10 !== "string") && (data10 !== null)){
-const err18 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/type",keyword:"type",params:{type: schema56.properties.runStatus.type},message:"must be string,null"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-if(!(((data10 === "in_progress") || (data10 === "completed")) || (data10 === null))){
-const err19 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/enum",keyword:"enum",params:{allowedValues: schema56.properties.runStatus.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-}
-}
-}
-else {
-const err20 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err20];
-}
-else {
-vErrors.push(err20);
-}
-errors++;
-}
-validate134.errors = vErrors;
-return errors === 0;
-}
-validate134.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
-
-
-function validate133(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate133.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.data === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(data.nextCursor === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(data.data !== undefined){
-let data0 = data.data;
-if(Array.isArray(data0)){
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate134(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate134.errors : vErrors.concat(validate134.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.nextCursor !== undefined){
-if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-validate133.errors = vErrors;
-return errors === 0;
-}
-validate133.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
-
-exports.Run = validate141;
-const schema58 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema59 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
-const schema60 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
-
-function validate143(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate143.evaluated;
+const evaluated0 = validate132.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3967,7 +3493,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "yes_no") || (data === "text")) || (data === "number")) || (data === "choice")) || (data === "photo_url"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema60.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema50.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3976,16 +3502,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate143.errors = vErrors;
+validate132.errors = vErrors;
 return errors === 0;
 }
-validate143.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate132.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate131(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate142.evaluated;
+const evaluated0 = validate131.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4068,8 +3594,8 @@ errors++;
 }
 }
 if(data.type !== undefined){
-if(!(validate143(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate143.errors : vErrors.concat(validate143.errors);
+if(!(validate132(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate132.errors : vErrors.concat(validate132.errors);
 errors = vErrors.length;
 }
 }
@@ -4088,7 +3614,7 @@ errors++;
 if(data.options !== undefined){
 let data4 = data.options;
 if((!(Array.isArray(data4))) && (data4 !== null)){
-const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema59.properties.options.type},message:"must be array,null"};
+const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema49.properties.options.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -4124,17 +3650,212 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate142.errors = vErrors;
+validate131.errors = vErrors;
 return errors === 0;
 }
-validate142.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
+validate131.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema61 = {"type":"string","enum":["in_progress","completed"]};
 
-function validate146(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate130(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate146.evaluated;
+const evaluated0 = validate130.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.description === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.version === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "version"},message:"must have required property '"+"version"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.items === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "items"},message:"must have required property '"+"items"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.updatedAt === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err7 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+let data2 = data.description;
+if((typeof data2 !== "string") && (data2 !== null)){
+const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema48.properties.description.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.version !== undefined){
+let data3 = data.version;
+if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+const err10 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 < 1 || isNaN(data3)){
+const err11 = {instancePath:instancePath+"/version",schemaPath:"#/properties/version/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+if(data.items !== undefined){
+let data4 = data.items;
+if(Array.isArray(data4)){
+const len0 = data4.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate131(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err12 = {instancePath:instancePath+"/items",schemaPath:"#/properties/items/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.updatedAt !== undefined){
+if(!(validate58(data.updatedAt, {instancePath:instancePath+"/updatedAt",parentData:data,parentDataProperty:"updatedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err13 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+validate130.errors = vErrors;
+return errors === 0;
+}
+validate130.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema51 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema52 = {"type":"string","enum":["in_progress","completed"]};
+
+function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate142.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4152,7 +3873,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((data === "in_progress") || (data === "completed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema61.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema52.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -4161,17 +3882,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate146.errors = vErrors;
+validate142.errors = vErrors;
 return errors === 0;
 }
-validate146.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate142.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema62 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
+const schema53 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
 
-function validate148(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate144(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate148.evaluated;
+const evaluated0 = validate144.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4179,7 +3900,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(((typeof data !== "boolean") && (typeof data !== "string")) && (!((typeof data == "number") && (isFinite(data))))){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema62.type},message:"must be boolean,string,number"};
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema53.type},message:"must be boolean,string,number"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -4188,16 +3909,16 @@ vErrors.push(err0);
 }
 errors++;
 }
-validate148.errors = vErrors;
+validate144.errors = vErrors;
 return errors === 0;
 }
-validate148.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate144.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate141(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate140(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate141.evaluated;
+const evaluated0 = validate140.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4419,8 +4140,8 @@ let data3 = data.items;
 if(Array.isArray(data3)){
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate142(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
+if(!(validate131(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
 errors = vErrors.length;
 }
 }
@@ -4463,7 +4184,7 @@ errors++;
 if(data.assetId !== undefined){
 let data7 = data.assetId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema58.properties.assetId.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema51.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -4476,7 +4197,7 @@ errors++;
 if(data.occurrenceId !== undefined){
 let data8 = data.occurrenceId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema58.properties.occurrenceId.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema51.properties.occurrenceId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -4487,8 +4208,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate146(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate146.errors : vErrors.concat(validate146.errors);
+if(!(validate142(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
 errors = vErrors.length;
 }
 }
@@ -4496,8 +4217,8 @@ if(data.answers !== undefined){
 let data10 = data.answers;
 if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
 for(const key0 in data10){
-if(!(validate148(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate148.errors : vErrors.concat(validate148.errors);
+if(!(validate144(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate144.errors : vErrors.concat(validate144.errors);
 errors = vErrors.length;
 }
 }
@@ -4516,7 +4237,7 @@ errors++;
 if(data.score !== undefined){
 let data12 = data.score;
 if((!((typeof data12 == "number") && (isFinite(data12)))) && (data12 !== null)){
-const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema58.properties.score.type},message:"must be number,null"};
+const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema51.properties.score.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -4551,7 +4272,7 @@ errors++;
 if(data.failedItemIds !== undefined){
 let data13 = data.failedItemIds;
 if((!(Array.isArray(data13))) && (data13 !== null)){
-const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema58.properties.failedItemIds.type},message:"must be array,null"};
+const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema51.properties.failedItemIds.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -4585,7 +4306,7 @@ errors = vErrors.length;
 if(data.completedAt !== undefined){
 let data16 = data.completedAt;
 if((typeof data16 !== "string") && (data16 !== null)){
-const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema58.properties.completedAt.type},message:"must be string,null"};
+const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema51.properties.completedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -4630,13 +4351,14 @@ vErrors.push(err33);
 }
 errors++;
 }
-validate141.errors = vErrors;
+validate140.errors = vErrors;
 return errors === 0;
 }
-validate141.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate140.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.RunList = validate153;
-const schema63 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema54 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema55 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
+const pattern7 = new RegExp("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$", "u");
 
 function validate153(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4648,9 +4370,9 @@ evaluated0.props = undefined;
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.data === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(typeof data === "string"){
+if(!pattern7.test(data)){
+const err0 = {instancePath,schemaPath:"#/pattern",keyword:"pattern",params:{pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$"},message:"must match pattern \""+"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$"+"\""};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -4659,8 +4381,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.nextCursor === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+}
+else {
+const err1 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -4669,57 +4392,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-if(data.data !== undefined){
-let data0 = data.data;
-if(Array.isArray(data0)){
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-if(!(validate141(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate141.errors : vErrors.concat(validate141.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-if(data.nextCursor !== undefined){
-if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
 validate153.errors = vErrors;
 return errors === 0;
 }
-validate153.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate153.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-exports.Schedule = validate156;
-const schema64 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate156(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate152(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate156.evaluated;
+const evaluated0 = validate152.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4876,7 +4558,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data3 = data.assigneeUserId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema64.properties.assigneeUserId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema54.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -4899,8 +4581,8 @@ errors++;
 }
 }
 if(data.startsAt !== undefined){
-if(!(validate137(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate137.errors : vErrors.concat(validate137.errors);
+if(!(validate153(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
 errors = vErrors.length;
 }
 }
@@ -4948,7 +4630,7 @@ errors++;
 if(data.recurrence !== undefined){
 let data8 = data.recurrence;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema64.properties.recurrence.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema54.properties.recurrence.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -4981,18 +4663,2287 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate156.errors = vErrors;
+validate152.errors = vErrors;
 return errors === 0;
 }
-validate156.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate152.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.ScheduleList = validate161;
-const schema65 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema56 = {"type":"string","description":"`<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.","enum":["asset.created","asset.deleted","asset.updated","checkin.activated","checkin.checked_out","checkin.created","checkin.updated","issue.closed","issue.created","issue.resolved","issue.updated","log.created","run.completed","run.started","run.updated","schedule.created","schedule.deleted","schedule.updated","sensor_readings.ingested","site.created","site.deleted","site.updated","template.created","template.deleted","template.updated","user.created","user.updated"]};
 
 function validate161(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate161.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data !== "string"){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(!(((((((((((((((((((((((((((data === "asset.created") || (data === "asset.deleted")) || (data === "asset.updated")) || (data === "checkin.activated")) || (data === "checkin.checked_out")) || (data === "checkin.created")) || (data === "checkin.updated")) || (data === "issue.closed")) || (data === "issue.created")) || (data === "issue.resolved")) || (data === "issue.updated")) || (data === "log.created")) || (data === "run.completed")) || (data === "run.started")) || (data === "run.updated")) || (data === "schedule.created")) || (data === "schedule.deleted")) || (data === "schedule.updated")) || (data === "sensor_readings.ingested")) || (data === "site.created")) || (data === "site.deleted")) || (data === "site.updated")) || (data === "template.created")) || (data === "template.deleted")) || (data === "template.updated")) || (data === "user.created")) || (data === "user.updated"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema56.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate161.errors = vErrors;
+return errors === 0;
+}
+validate161.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+const schema57 = {"type":"integer","format":"int64","minimum":1,"description":"Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53."};
+const formats20 = require("../../runtime/http/validationFormats").validationFormats.int64;
+
+function validate163(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate163.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(!(((typeof data == "number") && (!(data % 1) && !isNaN(data))) && (isFinite(data)))){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if((typeof data == "number") && (isFinite(data))){
+if(data < 1 || isNaN(data)){
+const err1 = {instancePath,schemaPath:"#/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(!(formats20.validate(data))){
+const err2 = {instancePath,schemaPath:"#/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+validate163.errors = vErrors;
+return errors === 0;
+}
+validate163.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+const schema58 = {"type":"array","description":"Update events only: the names of the fields whose value changed (`updatedAt` is never listed). Never empty: an update that changes nothing records no event.","minItems":1,"items":{"type":"string"}};
+
+function validate166(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate166.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(Array.isArray(data)){
+if(data.length < 1){
+const err0 = {instancePath,schemaPath:"#/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+const len0 = data.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data[i0] !== "string"){
+const err1 = {instancePath:instancePath+"/" + i0,schemaPath:"#/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+else {
+const err2 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+validate166.errors = vErrors;
+return errors === 0;
+}
+validate166.evaluated = {"items":true,"dynamicProps":false,"dynamicItems":false};
+
+const schema59 = {"type":"object","additionalProperties":true,"description":"Update events only: each field `changedFields` names, with its value before the change as `GET` showed it (`null` for a field it did not show). What a consumer needs to act on a transition — a status that went from `open` to `resolved` — without keeping a copy of the resource. Absent on update events recorded by versions before it was introduced."};
+
+function validate168(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate168.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+}
+else {
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+validate168.errors = vErrors;
+return errors === 0;
+}
+validate168.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate80.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs1 = errors;
+let valid0 = false;
+let passing0 = null;
+const _errs2 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err0 = {instancePath,schemaPath:"#/oneOf/0/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.data === undefined){
+const err1 = {instancePath,schemaPath:"#/oneOf/0/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("site.created" !== data.type){
+const err2 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/0/properties/type/const",keyword:"const",params:{allowedValue: "site.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate81(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/oneOf/0/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs2 === errors;
+if(_valid0){
+valid0 = true;
+passing0 = 0;
+var props0 = {};
+props0.type = true;
+props0.data = true;
+}
+const _errs6 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err4 = {instancePath,schemaPath:"#/oneOf/1/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.data === undefined){
+const err5 = {instancePath,schemaPath:"#/oneOf/1/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err6 = {instancePath,schemaPath:"#/oneOf/1/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("site.updated" !== data.type){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/1/properties/type/const",keyword:"const",params:{allowedValue: "site.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate81(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/oneOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+var _valid0 = _errs6 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 1;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs10 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err9 = {instancePath,schemaPath:"#/oneOf/2/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data.data === undefined){
+const err10 = {instancePath,schemaPath:"#/oneOf/2/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("site.deleted" !== data.type){
+const err11 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/2/properties/type/const",keyword:"const",params:{allowedValue: "site.deleted"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err12 = {instancePath,schemaPath:"#/oneOf/2/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+var _valid0 = _errs10 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 2];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 2;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs14 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err13 = {instancePath,schemaPath:"#/oneOf/3/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(data.data === undefined){
+const err14 = {instancePath,schemaPath:"#/oneOf/3/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("user.created" !== data.type){
+const err15 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/3/properties/type/const",keyword:"const",params:{allowedValue: "user.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err16 = {instancePath,schemaPath:"#/oneOf/3/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid0 = _errs14 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 3];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 3;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs18 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err17 = {instancePath,schemaPath:"#/oneOf/4/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(data.data === undefined){
+const err18 = {instancePath,schemaPath:"#/oneOf/4/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err19 = {instancePath,schemaPath:"#/oneOf/4/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("user.updated" !== data.type){
+const err20 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/4/properties/type/const",keyword:"const",params:{allowedValue: "user.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err21 = {instancePath,schemaPath:"#/oneOf/4/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+var _valid0 = _errs18 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 4];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 4;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs22 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err22 = {instancePath,schemaPath:"#/oneOf/5/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+if(data.data === undefined){
+const err23 = {instancePath,schemaPath:"#/oneOf/5/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("checkin.created" !== data.type){
+const err24 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/5/properties/type/const",keyword:"const",params:{allowedValue: "checkin.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate65(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err25 = {instancePath,schemaPath:"#/oneOf/5/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+var _valid0 = _errs22 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 5];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 5;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs26 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err26 = {instancePath,schemaPath:"#/oneOf/6/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+if(data.data === undefined){
+const err27 = {instancePath,schemaPath:"#/oneOf/6/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err28 = {instancePath,schemaPath:"#/oneOf/6/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("checkin.activated" !== data.type){
+const err29 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/6/properties/type/const",keyword:"const",params:{allowedValue: "checkin.activated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate65(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err30 = {instancePath,schemaPath:"#/oneOf/6/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+var _valid0 = _errs26 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 6];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 6;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs30 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err31 = {instancePath,schemaPath:"#/oneOf/7/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(data.data === undefined){
+const err32 = {instancePath,schemaPath:"#/oneOf/7/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err33 = {instancePath,schemaPath:"#/oneOf/7/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("checkin.checked_out" !== data.type){
+const err34 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/7/properties/type/const",keyword:"const",params:{allowedValue: "checkin.checked_out"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate65(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err35 = {instancePath,schemaPath:"#/oneOf/7/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err35];
+}
+else {
+vErrors.push(err35);
+}
+errors++;
+}
+var _valid0 = _errs30 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 7];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 7;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs34 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err36 = {instancePath,schemaPath:"#/oneOf/8/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err36];
+}
+else {
+vErrors.push(err36);
+}
+errors++;
+}
+if(data.data === undefined){
+const err37 = {instancePath,schemaPath:"#/oneOf/8/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err37];
+}
+else {
+vErrors.push(err37);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err38 = {instancePath,schemaPath:"#/oneOf/8/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err38];
+}
+else {
+vErrors.push(err38);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("checkin.updated" !== data.type){
+const err39 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/8/properties/type/const",keyword:"const",params:{allowedValue: "checkin.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err39];
+}
+else {
+vErrors.push(err39);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate65(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err40 = {instancePath,schemaPath:"#/oneOf/8/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+var _valid0 = _errs34 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 8];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 8;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs38 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err41 = {instancePath,schemaPath:"#/oneOf/9/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
+}
+errors++;
+}
+if(data.data === undefined){
+const err42 = {instancePath,schemaPath:"#/oneOf/9/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err42];
+}
+else {
+vErrors.push(err42);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("log.created" !== data.type){
+const err43 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/9/properties/type/const",keyword:"const",params:{allowedValue: "log.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err43];
+}
+else {
+vErrors.push(err43);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate99(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate99.errors : vErrors.concat(validate99.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err44 = {instancePath,schemaPath:"#/oneOf/9/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err44];
+}
+else {
+vErrors.push(err44);
+}
+errors++;
+}
+var _valid0 = _errs38 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 9];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 9;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs42 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err45 = {instancePath,schemaPath:"#/oneOf/10/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err45];
+}
+else {
+vErrors.push(err45);
+}
+errors++;
+}
+if(data.data === undefined){
+const err46 = {instancePath,schemaPath:"#/oneOf/10/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("sensor_readings.ingested" !== data.type){
+const err47 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/10/properties/type/const",keyword:"const",params:{allowedValue: "sensor_readings.ingested"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate110(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err48 = {instancePath,schemaPath:"#/oneOf/10/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+var _valid0 = _errs42 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 10];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 10;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs46 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err49 = {instancePath,schemaPath:"#/oneOf/11/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+if(data.data === undefined){
+const err50 = {instancePath,schemaPath:"#/oneOf/11/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("asset.created" !== data.type){
+const err51 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/11/properties/type/const",keyword:"const",params:{allowedValue: "asset.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate53(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err52 = {instancePath,schemaPath:"#/oneOf/11/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+var _valid0 = _errs46 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 11];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 11;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs50 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err53 = {instancePath,schemaPath:"#/oneOf/12/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+if(data.data === undefined){
+const err54 = {instancePath,schemaPath:"#/oneOf/12/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err55 = {instancePath,schemaPath:"#/oneOf/12/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("asset.updated" !== data.type){
+const err56 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/12/properties/type/const",keyword:"const",params:{allowedValue: "asset.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate53(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err57 = {instancePath,schemaPath:"#/oneOf/12/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+var _valid0 = _errs50 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 12];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 12;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs54 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err58 = {instancePath,schemaPath:"#/oneOf/13/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+if(data.data === undefined){
+const err59 = {instancePath,schemaPath:"#/oneOf/13/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("asset.deleted" !== data.type){
+const err60 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/13/properties/type/const",keyword:"const",params:{allowedValue: "asset.deleted"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err61 = {instancePath,schemaPath:"#/oneOf/13/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+var _valid0 = _errs54 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 13];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 13;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs58 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err62 = {instancePath,schemaPath:"#/oneOf/14/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+if(data.data === undefined){
+const err63 = {instancePath,schemaPath:"#/oneOf/14/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("issue.created" !== data.type){
+const err64 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/14/properties/type/const",keyword:"const",params:{allowedValue: "issue.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err65 = {instancePath,schemaPath:"#/oneOf/14/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+var _valid0 = _errs58 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 14];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 14;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs62 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err66 = {instancePath,schemaPath:"#/oneOf/15/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+if(data.data === undefined){
+const err67 = {instancePath,schemaPath:"#/oneOf/15/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err68 = {instancePath,schemaPath:"#/oneOf/15/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("issue.updated" !== data.type){
+const err69 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/15/properties/type/const",keyword:"const",params:{allowedValue: "issue.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err70 = {instancePath,schemaPath:"#/oneOf/15/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+var _valid0 = _errs62 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 15];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 15;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs66 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err71 = {instancePath,schemaPath:"#/oneOf/16/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+if(data.data === undefined){
+const err72 = {instancePath,schemaPath:"#/oneOf/16/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err73 = {instancePath,schemaPath:"#/oneOf/16/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("issue.resolved" !== data.type){
+const err74 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/16/properties/type/const",keyword:"const",params:{allowedValue: "issue.resolved"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err75 = {instancePath,schemaPath:"#/oneOf/16/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
+}
+errors++;
+}
+var _valid0 = _errs66 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 16];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 16;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs70 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err76 = {instancePath,schemaPath:"#/oneOf/17/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err76];
+}
+else {
+vErrors.push(err76);
+}
+errors++;
+}
+if(data.data === undefined){
+const err77 = {instancePath,schemaPath:"#/oneOf/17/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err77];
+}
+else {
+vErrors.push(err77);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err78 = {instancePath,schemaPath:"#/oneOf/17/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err78];
+}
+else {
+vErrors.push(err78);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("issue.closed" !== data.type){
+const err79 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/17/properties/type/const",keyword:"const",params:{allowedValue: "issue.closed"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err79];
+}
+else {
+vErrors.push(err79);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err80 = {instancePath,schemaPath:"#/oneOf/17/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err80];
+}
+else {
+vErrors.push(err80);
+}
+errors++;
+}
+var _valid0 = _errs70 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 17];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 17;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs74 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err81 = {instancePath,schemaPath:"#/oneOf/18/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err81];
+}
+else {
+vErrors.push(err81);
+}
+errors++;
+}
+if(data.data === undefined){
+const err82 = {instancePath,schemaPath:"#/oneOf/18/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err82];
+}
+else {
+vErrors.push(err82);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("template.created" !== data.type){
+const err83 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/18/properties/type/const",keyword:"const",params:{allowedValue: "template.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err83];
+}
+else {
+vErrors.push(err83);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate130(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err84 = {instancePath,schemaPath:"#/oneOf/18/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err84];
+}
+else {
+vErrors.push(err84);
+}
+errors++;
+}
+var _valid0 = _errs74 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 18];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 18;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs78 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err85 = {instancePath,schemaPath:"#/oneOf/19/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err85];
+}
+else {
+vErrors.push(err85);
+}
+errors++;
+}
+if(data.data === undefined){
+const err86 = {instancePath,schemaPath:"#/oneOf/19/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err86];
+}
+else {
+vErrors.push(err86);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err87 = {instancePath,schemaPath:"#/oneOf/19/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err87];
+}
+else {
+vErrors.push(err87);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("template.updated" !== data.type){
+const err88 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/19/properties/type/const",keyword:"const",params:{allowedValue: "template.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err88];
+}
+else {
+vErrors.push(err88);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate130(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err89 = {instancePath,schemaPath:"#/oneOf/19/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err89];
+}
+else {
+vErrors.push(err89);
+}
+errors++;
+}
+var _valid0 = _errs78 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 19];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 19;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs82 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err90 = {instancePath,schemaPath:"#/oneOf/20/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err90];
+}
+else {
+vErrors.push(err90);
+}
+errors++;
+}
+if(data.data === undefined){
+const err91 = {instancePath,schemaPath:"#/oneOf/20/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err91];
+}
+else {
+vErrors.push(err91);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("template.deleted" !== data.type){
+const err92 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/20/properties/type/const",keyword:"const",params:{allowedValue: "template.deleted"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err92];
+}
+else {
+vErrors.push(err92);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err93 = {instancePath,schemaPath:"#/oneOf/20/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err93];
+}
+else {
+vErrors.push(err93);
+}
+errors++;
+}
+var _valid0 = _errs82 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 20];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 20;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs86 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err94 = {instancePath,schemaPath:"#/oneOf/21/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err94];
+}
+else {
+vErrors.push(err94);
+}
+errors++;
+}
+if(data.data === undefined){
+const err95 = {instancePath,schemaPath:"#/oneOf/21/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err95];
+}
+else {
+vErrors.push(err95);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("run.started" !== data.type){
+const err96 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/21/properties/type/const",keyword:"const",params:{allowedValue: "run.started"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err96];
+}
+else {
+vErrors.push(err96);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err97 = {instancePath,schemaPath:"#/oneOf/21/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err97];
+}
+else {
+vErrors.push(err97);
+}
+errors++;
+}
+var _valid0 = _errs86 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 21];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 21;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs90 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err98 = {instancePath,schemaPath:"#/oneOf/22/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err98];
+}
+else {
+vErrors.push(err98);
+}
+errors++;
+}
+if(data.data === undefined){
+const err99 = {instancePath,schemaPath:"#/oneOf/22/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err99];
+}
+else {
+vErrors.push(err99);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err100 = {instancePath,schemaPath:"#/oneOf/22/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err100];
+}
+else {
+vErrors.push(err100);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("run.updated" !== data.type){
+const err101 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/22/properties/type/const",keyword:"const",params:{allowedValue: "run.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err101];
+}
+else {
+vErrors.push(err101);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err102 = {instancePath,schemaPath:"#/oneOf/22/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err102];
+}
+else {
+vErrors.push(err102);
+}
+errors++;
+}
+var _valid0 = _errs90 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 22];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 22;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs94 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err103 = {instancePath,schemaPath:"#/oneOf/23/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err103];
+}
+else {
+vErrors.push(err103);
+}
+errors++;
+}
+if(data.data === undefined){
+const err104 = {instancePath,schemaPath:"#/oneOf/23/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err104];
+}
+else {
+vErrors.push(err104);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err105 = {instancePath,schemaPath:"#/oneOf/23/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err105];
+}
+else {
+vErrors.push(err105);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("run.completed" !== data.type){
+const err106 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/23/properties/type/const",keyword:"const",params:{allowedValue: "run.completed"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err106];
+}
+else {
+vErrors.push(err106);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err107 = {instancePath,schemaPath:"#/oneOf/23/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err107];
+}
+else {
+vErrors.push(err107);
+}
+errors++;
+}
+var _valid0 = _errs94 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 23];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 23;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs98 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err108 = {instancePath,schemaPath:"#/oneOf/24/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err108];
+}
+else {
+vErrors.push(err108);
+}
+errors++;
+}
+if(data.data === undefined){
+const err109 = {instancePath,schemaPath:"#/oneOf/24/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err109];
+}
+else {
+vErrors.push(err109);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("schedule.created" !== data.type){
+const err110 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/24/properties/type/const",keyword:"const",params:{allowedValue: "schedule.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err110];
+}
+else {
+vErrors.push(err110);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate152(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err111 = {instancePath,schemaPath:"#/oneOf/24/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err111];
+}
+else {
+vErrors.push(err111);
+}
+errors++;
+}
+var _valid0 = _errs98 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 24];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 24;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs102 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err112 = {instancePath,schemaPath:"#/oneOf/25/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err112];
+}
+else {
+vErrors.push(err112);
+}
+errors++;
+}
+if(data.data === undefined){
+const err113 = {instancePath,schemaPath:"#/oneOf/25/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err113];
+}
+else {
+vErrors.push(err113);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err114 = {instancePath,schemaPath:"#/oneOf/25/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err114];
+}
+else {
+vErrors.push(err114);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("schedule.updated" !== data.type){
+const err115 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/25/properties/type/const",keyword:"const",params:{allowedValue: "schedule.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err115];
+}
+else {
+vErrors.push(err115);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate152(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err116 = {instancePath,schemaPath:"#/oneOf/25/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err116];
+}
+else {
+vErrors.push(err116);
+}
+errors++;
+}
+var _valid0 = _errs102 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 25];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 25;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+const _errs106 = errors;
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.type === undefined){
+const err117 = {instancePath,schemaPath:"#/oneOf/26/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err117];
+}
+else {
+vErrors.push(err117);
+}
+errors++;
+}
+if(data.data === undefined){
+const err118 = {instancePath,schemaPath:"#/oneOf/26/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err118];
+}
+else {
+vErrors.push(err118);
+}
+errors++;
+}
+if(data.type !== undefined){
+if("schedule.deleted" !== data.type){
+const err119 = {instancePath:instancePath+"/type",schemaPath:"#/oneOf/26/properties/type/const",keyword:"const",params:{allowedValue: "schedule.deleted"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err119];
+}
+else {
+vErrors.push(err119);
+}
+errors++;
+}
+}
+if(data.data !== undefined){
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err120 = {instancePath,schemaPath:"#/oneOf/26/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err120];
+}
+else {
+vErrors.push(err120);
+}
+errors++;
+}
+var _valid0 = _errs106 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 26];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 26;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.data = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+if(!valid0){
+const err121 = {instancePath,schemaPath:"#/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err121];
+}
+else {
+vErrors.push(err121);
+}
+errors++;
+}
+else {
+errors = _errs1;
+if(vErrors !== null){
+if(_errs1){
+vErrors.length = _errs1;
+}
+else {
+vErrors = null;
+}
+}
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err122 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err122];
+}
+else {
+vErrors.push(err122);
+}
+errors++;
+}
+if(data.type === undefined){
+const err123 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err123];
+}
+else {
+vErrors.push(err123);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err124 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err124];
+}
+else {
+vErrors.push(err124);
+}
+errors++;
+}
+if(data.occurredAt === undefined){
+const err125 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "occurredAt"},message:"must have required property '"+"occurredAt"+"'"};
+if(vErrors === null){
+vErrors = [err125];
+}
+else {
+vErrors.push(err125);
+}
+errors++;
+}
+if(data.data === undefined){
+const err126 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err126];
+}
+else {
+vErrors.push(err126);
+}
+errors++;
+}
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.sequence = true;
+props0.occurredAt = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err127 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err127];
+}
+else {
+vErrors.push(err127);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+if(!(validate161(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.occurredAt !== undefined){
+if(!(validate58(data.occurredAt, {instancePath:instancePath+"/occurredAt",parentData:data,parentDataProperty:"occurredAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+let data58 = data.data;
+if(data58 && typeof data58 == "object" && !Array.isArray(data58)){
+}
+else {
+const err128 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err128];
+}
+else {
+vErrors.push(err128);
+}
+errors++;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err129 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err129];
+}
+else {
+vErrors.push(err129);
+}
+errors++;
+}
+validate80.errors = vErrors;
+evaluated0.props = props0;
+return errors === 0;
+}
+validate80.evaluated = {"dynamicProps":true,"dynamicItems":false};
+
+exports.EventList = validate170;
+const schema60 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Event"}},"nextCursor":{"type":"string","description":"Pass it as `after` for the next page. Always present: at the end of the feed it marks where to resume when new events arrive."}}};
+
+function validate170(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate170.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5025,8 +6976,302 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate156(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate156.errors : vErrors.concat(validate156.errors);
+if(!(validate80(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate80.errors : vErrors.concat(validate80.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(typeof data.nextCursor !== "string"){
+const err3 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+else {
+const err4 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+validate170.errors = vErrors;
+return errors === 0;
+}
+validate170.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.IntegrationActionList = validate172;
+const schema61 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema62 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
+
+function validate173(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate173.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.key === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.description === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.operationId === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "operationId"},message:"must have required property '"+"operationId"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.method === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "method"},message:"must have required property '"+"method"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.path === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "path"},message:"must have required property '"+"path"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.scopes === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "scopes"},message:"must have required property '"+"scopes"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.key !== undefined){
+if(typeof data.key !== "string"){
+const err7 = {instancePath:instancePath+"/key",schemaPath:"#/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err8 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+if(typeof data.description !== "string"){
+const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+}
+if(data.operationId !== undefined){
+if(typeof data.operationId !== "string"){
+const err10 = {instancePath:instancePath+"/operationId",schemaPath:"#/properties/operationId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+if(data.method !== undefined){
+let data4 = data.method;
+if(typeof data4 !== "string"){
+const err11 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(!(((((data4 === "GET") || (data4 === "POST")) || (data4 === "PATCH")) || (data4 === "PUT")) || (data4 === "DELETE"))){
+const err12 = {instancePath:instancePath+"/method",schemaPath:"#/properties/method/enum",keyword:"enum",params:{allowedValues: schema62.properties.method.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.path !== undefined){
+if(typeof data.path !== "string"){
+const err13 = {instancePath:instancePath+"/path",schemaPath:"#/properties/path/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.scopes !== undefined){
+let data6 = data.scopes;
+if(Array.isArray(data6)){
+const len0 = data6.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data6[i0] !== "string"){
+const err14 = {instancePath:instancePath+"/scopes/" + i0,schemaPath:"#/properties/scopes/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+}
+else {
+const err15 = {instancePath:instancePath+"/scopes",schemaPath:"#/properties/scopes/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+validate173.errors = vErrors;
+return errors === 0;
+}
+validate173.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate172(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate172.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate173(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate173.errors : vErrors.concat(validate173.errors);
 errors = vErrors.length;
 }
 }
@@ -5059,18 +7304,6862 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate161.errors = vErrors;
+validate172.errors = vErrors;
 return errors === 0;
 }
-validate161.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate172.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReading = validate164;
-const schema66 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.IntegrationEventSamples = validate176;
+const schema63 = {"type":"object","required":["data"],"properties":{"data":{"type":"array","maxItems":3,"items":{"$ref":"components#/$defs/IntegrationEvent"}}}};
+const schema64 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it, or a tombstone for a deletion."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}},"oneOf":[{"$ref":"components#/$defs/SiteCreatedWebhook"},{"$ref":"components#/$defs/SiteUpdatedWebhook"},{"$ref":"components#/$defs/SiteDeletedWebhook"},{"$ref":"components#/$defs/UserCreatedWebhook"},{"$ref":"components#/$defs/UserUpdatedWebhook"},{"$ref":"components#/$defs/CheckinCreatedWebhook"},{"$ref":"components#/$defs/CheckinActivatedWebhook"},{"$ref":"components#/$defs/CheckinCheckedOutWebhook"},{"$ref":"components#/$defs/CheckinUpdatedWebhook"},{"$ref":"components#/$defs/LogCreatedWebhook"},{"$ref":"components#/$defs/SensorReadingsIngestedWebhook"},{"$ref":"components#/$defs/AssetCreatedWebhook"},{"$ref":"components#/$defs/AssetUpdatedWebhook"},{"$ref":"components#/$defs/AssetDeletedWebhook"},{"$ref":"components#/$defs/IssueCreatedWebhook"},{"$ref":"components#/$defs/IssueUpdatedWebhook"},{"$ref":"components#/$defs/IssueResolvedWebhook"},{"$ref":"components#/$defs/IssueClosedWebhook"},{"$ref":"components#/$defs/TemplateCreatedWebhook"},{"$ref":"components#/$defs/TemplateUpdatedWebhook"},{"$ref":"components#/$defs/TemplateDeletedWebhook"},{"$ref":"components#/$defs/RunStartedWebhook"},{"$ref":"components#/$defs/RunUpdatedWebhook"},{"$ref":"components#/$defs/RunCompletedWebhook"},{"$ref":"components#/$defs/ScheduleCreatedWebhook"},{"$ref":"components#/$defs/ScheduleUpdatedWebhook"},{"$ref":"components#/$defs/ScheduleDeletedWebhook"}],"discriminator":{"propertyName":"type","mapping":{"site.created":"#/components/schemas/SiteCreatedWebhook","site.updated":"#/components/schemas/SiteUpdatedWebhook","site.deleted":"#/components/schemas/SiteDeletedWebhook","user.created":"#/components/schemas/UserCreatedWebhook","user.updated":"#/components/schemas/UserUpdatedWebhook","checkin.created":"#/components/schemas/CheckinCreatedWebhook","checkin.activated":"#/components/schemas/CheckinActivatedWebhook","checkin.checked_out":"#/components/schemas/CheckinCheckedOutWebhook","checkin.updated":"#/components/schemas/CheckinUpdatedWebhook","log.created":"#/components/schemas/LogCreatedWebhook","sensor_readings.ingested":"#/components/schemas/SensorReadingsIngestedWebhook","asset.created":"#/components/schemas/AssetCreatedWebhook","asset.updated":"#/components/schemas/AssetUpdatedWebhook","asset.deleted":"#/components/schemas/AssetDeletedWebhook","issue.created":"#/components/schemas/IssueCreatedWebhook","issue.updated":"#/components/schemas/IssueUpdatedWebhook","issue.resolved":"#/components/schemas/IssueResolvedWebhook","issue.closed":"#/components/schemas/IssueClosedWebhook","template.created":"#/components/schemas/TemplateCreatedWebhook","template.updated":"#/components/schemas/TemplateUpdatedWebhook","template.deleted":"#/components/schemas/TemplateDeletedWebhook","run.started":"#/components/schemas/RunStartedWebhook","run.updated":"#/components/schemas/RunUpdatedWebhook","run.completed":"#/components/schemas/RunCompletedWebhook","schedule.created":"#/components/schemas/ScheduleCreatedWebhook","schedule.updated":"#/components/schemas/ScheduleUpdatedWebhook","schedule.deleted":"#/components/schemas/ScheduleDeletedWebhook"}}};
+const schema65 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"site.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Site"}}};
 
-function validate164(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate178(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate164.evaluated;
+const evaluated0 = validate178.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("site.created" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "site.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate81(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate178.errors = vErrors;
+return errors === 0;
+}
+validate178.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema66 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"site.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Site"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate183(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate183.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("site.updated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "site.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate81(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate183.errors = vErrors;
+return errors === 0;
+}
+validate183.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema67 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"site.deleted"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Tombstone"}}};
+
+function validate190(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate190.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("site.deleted" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "site.deleted"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate190.errors = vErrors;
+return errors === 0;
+}
+validate190.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema68 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"user.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/User"}}};
+
+function validate195(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate195.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("user.created" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "user.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate195.errors = vErrors;
+return errors === 0;
+}
+validate195.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema69 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"user.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/User"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate200(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate200.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("user.updated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "user.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate200.errors = vErrors;
+return errors === 0;
+}
+validate200.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema70 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"checkin.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Checkin"}}};
+
+function validate207(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate207.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("checkin.created" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "checkin.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate65(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate207.errors = vErrors;
+return errors === 0;
+}
+validate207.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema71 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"checkin.activated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate212(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate212.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("checkin.activated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "checkin.activated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate65(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate212.errors = vErrors;
+return errors === 0;
+}
+validate212.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema72 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"checkin.checked_out"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate219(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate219.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("checkin.checked_out" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "checkin.checked_out"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate65(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate219.errors = vErrors;
+return errors === 0;
+}
+validate219.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema73 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"checkin.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate226(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate226.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("checkin.updated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "checkin.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate65(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate226.errors = vErrors;
+return errors === 0;
+}
+validate226.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema74 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"log.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Log"}}};
+
+function validate233(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate233.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("log.created" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "log.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate99(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate99.errors : vErrors.concat(validate99.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate233.errors = vErrors;
+return errors === 0;
+}
+validate233.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema75 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"sensor_readings.ingested"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/SensorReadingsIngested"}}};
+
+function validate238(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate238.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("sensor_readings.ingested" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "sensor_readings.ingested"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate110(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate238.errors = vErrors;
+return errors === 0;
+}
+validate238.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema76 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"asset.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Asset"}}};
+
+function validate243(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate243.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("asset.created" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "asset.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate53(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate243.errors = vErrors;
+return errors === 0;
+}
+validate243.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema77 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"asset.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Asset"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate248(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate248.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("asset.updated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "asset.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate53(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate248.errors = vErrors;
+return errors === 0;
+}
+validate248.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema78 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"asset.deleted"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Tombstone"}}};
+
+function validate255(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate255.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("asset.deleted" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "asset.deleted"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate255.errors = vErrors;
+return errors === 0;
+}
+validate255.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema79 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"issue.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Issue"}}};
+
+function validate260(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate260.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("issue.created" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "issue.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate260.errors = vErrors;
+return errors === 0;
+}
+validate260.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema80 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"issue.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate265(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate265.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("issue.updated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "issue.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate265.errors = vErrors;
+return errors === 0;
+}
+validate265.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema81 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"issue.resolved"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate272(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate272.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("issue.resolved" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "issue.resolved"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate272.errors = vErrors;
+return errors === 0;
+}
+validate272.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema82 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"issue.closed"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate279(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate279.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("issue.closed" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "issue.closed"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate279.errors = vErrors;
+return errors === 0;
+}
+validate279.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema83 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"template.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Template"}}};
+
+function validate286(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate286.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("template.created" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "template.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate130(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate286.errors = vErrors;
+return errors === 0;
+}
+validate286.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema84 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"template.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Template"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate291(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate291.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("template.updated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "template.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate130(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate291.errors = vErrors;
+return errors === 0;
+}
+validate291.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema85 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"template.deleted"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Tombstone"}}};
+
+function validate298(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate298.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("template.deleted" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "template.deleted"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate298.errors = vErrors;
+return errors === 0;
+}
+validate298.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema86 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"run.started"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Run"}}};
+
+function validate303(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate303.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("run.started" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "run.started"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate303.errors = vErrors;
+return errors === 0;
+}
+validate303.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema87 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"run.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Run"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate308(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate308.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("run.updated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "run.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate308.errors = vErrors;
+return errors === 0;
+}
+validate308.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema88 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"run.completed"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Run"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate315(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate315.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("run.completed" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "run.completed"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate315.errors = vErrors;
+return errors === 0;
+}
+validate315.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema89 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"schedule.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Schedule"}}};
+
+function validate322(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate322.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("schedule.created" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "schedule.created"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate152(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate322.errors = vErrors;
+return errors === 0;
+}
+validate322.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema90 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"schedule.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Schedule"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
+
+function validate327(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate327.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.changedFields === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "changedFields"},message:"must have required property '"+"changedFields"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if("schedule.updated" !== data1){
+const err8 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "schedule.updated"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate152(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate327.errors = vErrors;
+return errors === 0;
+}
+validate327.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema91 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"schedule.deleted"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Tombstone"}}};
+
+function validate334(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate334.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.type === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.data === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err5 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+let data1 = data.type;
+if(typeof data1 !== "string"){
+const err6 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if("schedule.deleted" !== data1){
+const err7 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "schedule.deleted"},message:"must be equal to constant"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate334.errors = vErrors;
+return errors === 0;
+}
+validate334.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate177(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate177.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs1 = errors;
+let valid0 = false;
+let passing0 = null;
+const _errs2 = errors;
+if(!(validate178(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate178.errors : vErrors.concat(validate178.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs2 === errors;
+if(_valid0){
+valid0 = true;
+passing0 = 0;
+var props0 = {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+const _errs3 = errors;
+if(!(validate183(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate183.errors : vErrors.concat(validate183.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs3 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 1;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs4 = errors;
+if(!(validate190(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate190.errors : vErrors.concat(validate190.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs4 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 2];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 2;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs5 = errors;
+if(!(validate195(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate195.errors : vErrors.concat(validate195.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs5 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 3];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 3;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs6 = errors;
+if(!(validate200(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate200.errors : vErrors.concat(validate200.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs6 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 4];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 4;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs7 = errors;
+if(!(validate207(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate207.errors : vErrors.concat(validate207.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs7 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 5];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 5;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs8 = errors;
+if(!(validate212(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate212.errors : vErrors.concat(validate212.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs8 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 6];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 6;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs9 = errors;
+if(!(validate219(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate219.errors : vErrors.concat(validate219.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs9 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 7];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 7;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs10 = errors;
+if(!(validate226(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate226.errors : vErrors.concat(validate226.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs10 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 8];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 8;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs11 = errors;
+if(!(validate233(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate233.errors : vErrors.concat(validate233.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs11 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 9];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 9;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs12 = errors;
+if(!(validate238(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate238.errors : vErrors.concat(validate238.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs12 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 10];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 10;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs13 = errors;
+if(!(validate243(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate243.errors : vErrors.concat(validate243.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs13 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 11];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 11;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs14 = errors;
+if(!(validate248(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate248.errors : vErrors.concat(validate248.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs14 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 12];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 12;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs15 = errors;
+if(!(validate255(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate255.errors : vErrors.concat(validate255.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs15 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 13];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 13;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs16 = errors;
+if(!(validate260(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate260.errors : vErrors.concat(validate260.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs16 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 14];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 14;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs17 = errors;
+if(!(validate265(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate265.errors : vErrors.concat(validate265.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs17 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 15];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 15;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs18 = errors;
+if(!(validate272(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate272.errors : vErrors.concat(validate272.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs18 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 16];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 16;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs19 = errors;
+if(!(validate279(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate279.errors : vErrors.concat(validate279.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs19 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 17];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 17;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs20 = errors;
+if(!(validate286(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate286.errors : vErrors.concat(validate286.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs20 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 18];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 18;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs21 = errors;
+if(!(validate291(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate291.errors : vErrors.concat(validate291.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs21 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 19];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 19;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs22 = errors;
+if(!(validate298(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate298.errors : vErrors.concat(validate298.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs22 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 20];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 20;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs23 = errors;
+if(!(validate303(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate303.errors : vErrors.concat(validate303.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs23 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 21];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 21;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs24 = errors;
+if(!(validate308(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate308.errors : vErrors.concat(validate308.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs24 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 22];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 22;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs25 = errors;
+if(!(validate315(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate315.errors : vErrors.concat(validate315.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs25 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 23];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 23;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs26 = errors;
+if(!(validate322(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate322.errors : vErrors.concat(validate322.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs26 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 24];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 24;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+const _errs27 = errors;
+if(!(validate327(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate327.errors : vErrors.concat(validate327.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs27 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 25];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 25;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+}
+const _errs28 = errors;
+if(!(validate334(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate334.errors : vErrors.concat(validate334.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs28 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 26];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 26;
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+if(!valid0){
+const err0 = {instancePath,schemaPath:"#/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+errors = _errs1;
+if(vErrors !== null){
+if(_errs1){
+vErrors.length = _errs1;
+}
+else {
+vErrors = null;
+}
+}
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.type === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.timestamp === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timestamp"},message:"must have required property '"+"timestamp"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.sequence === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "sequence"},message:"must have required property '"+"sequence"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.data === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(props0 !== true){
+props0 = props0 || {};
+props0.id = true;
+props0.type = true;
+props0.timestamp = true;
+props0.sequence = true;
+props0.data = true;
+props0.changedFields = true;
+props0.previousValues = true;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err6 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.type !== undefined){
+if(!(validate161(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+errors = vErrors.length;
+}
+}
+if(data.timestamp !== undefined){
+if(!(validate58(data.timestamp, {instancePath:instancePath+"/timestamp",parentData:data,parentDataProperty:"timestamp",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.sequence !== undefined){
+if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+errors = vErrors.length;
+}
+}
+if(data.data !== undefined){
+let data4 = data.data;
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+}
+else {
+const err7 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate177.errors = vErrors;
+evaluated0.props = props0;
+return errors === 0;
+}
+validate177.evaluated = {"dynamicProps":true,"dynamicItems":false};
+
+
+function validate176(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate176.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+if(data0.length > 3){
+const err1 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/maxItems",keyword:"maxItems",params:{limit: 3},message:"must NOT have more than 3 items"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate177(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate176.errors = vErrors;
+return errors === 0;
+}
+validate176.evaluated = {"props":{"data":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.IntegrationTriggerList = validate345;
+const schema92 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema93 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"$ref":"components#/$defs/EventType"},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
+
+function validate346(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate346.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.key === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.name === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "name"},message:"must have required property '"+"name"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.description === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.resource === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "resource"},message:"must have required property '"+"resource"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.samplePayload === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "samplePayload"},message:"must have required property '"+"samplePayload"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.key !== undefined){
+if(!(validate161(data.key, {instancePath:instancePath+"/key",parentData:data,parentDataProperty:"key",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+errors = vErrors.length;
+}
+}
+if(data.name !== undefined){
+if(typeof data.name !== "string"){
+const err5 = {instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+if(typeof data.description !== "string"){
+const err6 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+if(data.resource !== undefined){
+if(typeof data.resource !== "string"){
+const err7 = {instancePath:instancePath+"/resource",schemaPath:"#/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.samplePayload !== undefined){
+if(!(validate177(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+validate346.errors = vErrors;
+return errors === 0;
+}
+validate346.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate345(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate345.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate346(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate346.errors : vErrors.concat(validate346.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate345.errors = vErrors;
+return errors === 0;
+}
+validate345.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.Issue = validate351;
+
+function validate351(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate351.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.title === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "title"},message:"must have required property '"+"title"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.description === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "description"},message:"must have required property '"+"description"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.status === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.priority === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "priority"},message:"must have required property '"+"priority"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.siteId === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "siteId"},message:"must have required property '"+"siteId"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.assetId === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "assetId"},message:"must have required property '"+"assetId"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.runId === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "runId"},message:"must have required property '"+"runId"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.assigneeUserId === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "assigneeUserId"},message:"must have required property '"+"assigneeUserId"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.dueAt === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "dueAt"},message:"must have required property '"+"dueAt"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data.resolvedAt === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "resolvedAt"},message:"must have required property '"+"resolvedAt"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data.closedAt === undefined){
+const err11 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "closedAt"},message:"must have required property '"+"closedAt"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err12 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(data.updatedAt === undefined){
+const err13 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err14 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.title !== undefined){
+if(typeof data.title !== "string"){
+const err15 = {instancePath:instancePath+"/title",schemaPath:"#/properties/title/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.description !== undefined){
+let data2 = data.description;
+if((typeof data2 !== "string") && (data2 !== null)){
+const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema45.properties.description.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.status !== undefined){
+if(!(validate120(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
+errors = vErrors.length;
+}
+}
+if(data.priority !== undefined){
+if(!(validate122(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate122.errors : vErrors.concat(validate122.errors);
+errors = vErrors.length;
+}
+}
+if(data.siteId !== undefined){
+let data5 = data.siteId;
+if((typeof data5 !== "string") && (data5 !== null)){
+const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema45.properties.siteId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data.assetId !== undefined){
+let data6 = data.assetId;
+if((typeof data6 !== "string") && (data6 !== null)){
+const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema45.properties.assetId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+if(data.runId !== undefined){
+let data7 = data.runId;
+if((typeof data7 !== "string") && (data7 !== null)){
+const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema45.properties.runId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data.assigneeUserId !== undefined){
+let data8 = data.assigneeUserId;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema45.properties.assigneeUserId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.dueAt !== undefined){
+let data9 = data.dueAt;
+if((typeof data9 !== "string") && (data9 !== null)){
+const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema45.properties.dueAt.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+if(typeof data9 === "string"){
+if(!(formats0.validate(data9))){
+const err22 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+}
+if(data.resolvedAt !== undefined){
+let data10 = data.resolvedAt;
+if((typeof data10 !== "string") && (data10 !== null)){
+const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema45.properties.resolvedAt.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+if(typeof data10 === "string"){
+if(!(formats0.validate(data10))){
+const err24 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+}
+if(data.closedAt !== undefined){
+let data11 = data.closedAt;
+if((typeof data11 !== "string") && (data11 !== null)){
+const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema45.properties.closedAt.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+if(typeof data11 === "string"){
+if(!(formats0.validate(data11))){
+const err26 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.updatedAt !== undefined){
+if(!(validate58(data.updatedAt, {instancePath:instancePath+"/updatedAt",parentData:data,parentDataProperty:"updatedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err27 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+validate351.errors = vErrors;
+return errors === 0;
+}
+validate351.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.IssueList = validate356;
+const schema95 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+
+function validate356(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate356.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate119(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate356.errors = vErrors;
+return errors === 0;
+}
+validate356.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.Log = validate359;
+
+function validate359(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate359.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.entityType === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entityType"},message:"must have required property '"+"entityType"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.entityId === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entityId"},message:"must have required property '"+"entityId"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.entryType === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "entryType"},message:"must have required property '"+"entryType"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.message === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "message"},message:"must have required property '"+"message"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.source === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err7 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+if(data.entityType !== undefined){
+if(!(validate100(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate100.errors : vErrors.concat(validate100.errors);
+errors = vErrors.length;
+}
+}
+if(data.entityId !== undefined){
+if(!(validate102(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate102.errors : vErrors.concat(validate102.errors);
+errors = vErrors.length;
+}
+}
+if(data.entryType !== undefined){
+if(!(validate104(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate104.errors : vErrors.concat(validate104.errors);
+errors = vErrors.length;
+}
+}
+if(data.message !== undefined){
+if(typeof data.message !== "string"){
+const err8 = {instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+if(data.source !== undefined){
+if(!(validate106(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
+errors = vErrors.length;
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+validate359.errors = vErrors;
+return errors === 0;
+}
+validate359.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.LogList = validate365;
+const schema97 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+
+function validate365(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate365.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate99(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate99.errors : vErrors.concat(validate99.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate365.errors = vErrors;
+return errors === 0;
+}
+validate365.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.OccurrenceList = validate368;
+const schema98 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+const schema99 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
+
+function validate369(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate369.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.scheduleId === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "scheduleId"},message:"must have required property '"+"scheduleId"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.templateId === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "templateId"},message:"must have required property '"+"templateId"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.siteId === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "siteId"},message:"must have required property '"+"siteId"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.assigneeUserId === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "assigneeUserId"},message:"must have required property '"+"assigneeUserId"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.startAt === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startAt"},message:"must have required property '"+"startAt"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.endAt === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "endAt"},message:"must have required property '"+"endAt"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.localStartAt === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "localStartAt"},message:"must have required property '"+"localStartAt"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.timezone === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timezone"},message:"must have required property '"+"timezone"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.runId === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "runId"},message:"must have required property '"+"runId"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data.runStatus === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "runStatus"},message:"must have required property '"+"runStatus"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err11 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.scheduleId !== undefined){
+if(typeof data.scheduleId !== "string"){
+const err12 = {instancePath:instancePath+"/scheduleId",schemaPath:"#/properties/scheduleId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.templateId !== undefined){
+if(typeof data.templateId !== "string"){
+const err13 = {instancePath:instancePath+"/templateId",schemaPath:"#/properties/templateId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.siteId !== undefined){
+if(typeof data.siteId !== "string"){
+const err14 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.assigneeUserId !== undefined){
+let data4 = data.assigneeUserId;
+if((typeof data4 !== "string") && (data4 !== null)){
+const err15 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema99.properties.assigneeUserId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.startAt !== undefined){
+if(!(validate58(data.startAt, {instancePath:instancePath+"/startAt",parentData:data,parentDataProperty:"startAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.endAt !== undefined){
+if(!(validate58(data.endAt, {instancePath:instancePath+"/endAt",parentData:data,parentDataProperty:"endAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.localStartAt !== undefined){
+if(!(validate153(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
+errors = vErrors.length;
+}
+}
+if(data.timezone !== undefined){
+if(typeof data.timezone !== "string"){
+const err16 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.runId !== undefined){
+let data9 = data.runId;
+if((typeof data9 !== "string") && (data9 !== null)){
+const err17 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema99.properties.runId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data.runStatus !== undefined){
+let data10 = data.runStatus;
+if((typeof data10 !== "string") && (data10 !== null)){
+const err18 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/type",keyword:"type",params:{type: schema99.properties.runStatus.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if(!(((data10 === "in_progress") || (data10 === "completed")) || (data10 === null))){
+const err19 = {instancePath:instancePath+"/runStatus",schemaPath:"#/properties/runStatus/enum",keyword:"enum",params:{allowedValues: schema99.properties.runStatus.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+}
+else {
+const err20 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+validate369.errors = vErrors;
+return errors === 0;
+}
+validate369.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate368(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate368.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate369(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate369.errors : vErrors.concat(validate369.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate368.errors = vErrors;
+return errors === 0;
+}
+validate368.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.Run = validate375;
+
+function validate375(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate375.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.templateId === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "templateId"},message:"must have required property '"+"templateId"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.templateVersion === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "templateVersion"},message:"must have required property '"+"templateVersion"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.items === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "items"},message:"must have required property '"+"items"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.siteId === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "siteId"},message:"must have required property '"+"siteId"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.userId === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "userId"},message:"must have required property '"+"userId"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.assetId === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "assetId"},message:"must have required property '"+"assetId"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.occurrenceId === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "occurrenceId"},message:"must have required property '"+"occurrenceId"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.status === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "status"},message:"must have required property '"+"status"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.answers === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "answers"},message:"must have required property '"+"answers"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data.score === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "score"},message:"must have required property '"+"score"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data.failedItemIds === undefined){
+const err11 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "failedItemIds"},message:"must have required property '"+"failedItemIds"+"'"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+if(data.startedAt === undefined){
+const err12 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startedAt"},message:"must have required property '"+"startedAt"+"'"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+if(data.completedAt === undefined){
+const err13 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "completedAt"},message:"must have required property '"+"completedAt"+"'"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err14 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+if(data.updatedAt === undefined){
+const err15 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err16 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+if(data.templateId !== undefined){
+if(typeof data.templateId !== "string"){
+const err17 = {instancePath:instancePath+"/templateId",schemaPath:"#/properties/templateId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+if(data.templateVersion !== undefined){
+let data2 = data.templateVersion;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+const err18 = {instancePath:instancePath+"/templateVersion",schemaPath:"#/properties/templateVersion/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+const err19 = {instancePath:instancePath+"/templateVersion",schemaPath:"#/properties/templateVersion/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+}
+if(data.items !== undefined){
+let data3 = data.items;
+if(Array.isArray(data3)){
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate131(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err20 = {instancePath:instancePath+"/items",schemaPath:"#/properties/items/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+if(data.siteId !== undefined){
+if(typeof data.siteId !== "string"){
+const err21 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+if(data.userId !== undefined){
+if(typeof data.userId !== "string"){
+const err22 = {instancePath:instancePath+"/userId",schemaPath:"#/properties/userId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+if(data.assetId !== undefined){
+let data7 = data.assetId;
+if((typeof data7 !== "string") && (data7 !== null)){
+const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema51.properties.assetId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+}
+if(data.occurrenceId !== undefined){
+let data8 = data.occurrenceId;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema51.properties.occurrenceId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+}
+}
+if(data.status !== undefined){
+if(!(validate142(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
+errors = vErrors.length;
+}
+}
+if(data.answers !== undefined){
+let data10 = data.answers;
+if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
+for(const key0 in data10){
+if(!(validate144(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate144.errors : vErrors.concat(validate144.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err25 = {instancePath:instancePath+"/answers",schemaPath:"#/properties/answers/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+}
+if(data.score !== undefined){
+let data12 = data.score;
+if((!((typeof data12 == "number") && (isFinite(data12)))) && (data12 !== null)){
+const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema51.properties.score.type},message:"must be number,null"};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+if((typeof data12 == "number") && (isFinite(data12))){
+if(data12 > 1 || isNaN(data12)){
+const err27 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1},message:"must be <= 1"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+if(data12 < 0 || isNaN(data12)){
+const err28 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+}
+}
+if(data.failedItemIds !== undefined){
+let data13 = data.failedItemIds;
+if((!(Array.isArray(data13))) && (data13 !== null)){
+const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema51.properties.failedItemIds.type},message:"must be array,null"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+}
+if(Array.isArray(data13)){
+const len1 = data13.length;
+for(let i1=0; i1<len1; i1++){
+if(typeof data13[i1] !== "string"){
+const err30 = {instancePath:instancePath+"/failedItemIds/" + i1,schemaPath:"#/properties/failedItemIds/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err30];
+}
+else {
+vErrors.push(err30);
+}
+errors++;
+}
+}
+}
+}
+if(data.startedAt !== undefined){
+if(!(validate58(data.startedAt, {instancePath:instancePath+"/startedAt",parentData:data,parentDataProperty:"startedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.completedAt !== undefined){
+let data16 = data.completedAt;
+if((typeof data16 !== "string") && (data16 !== null)){
+const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema51.properties.completedAt.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err31];
+}
+else {
+vErrors.push(err31);
+}
+errors++;
+}
+if(typeof data16 === "string"){
+if(!(formats0.validate(data16))){
+const err32 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err32];
+}
+else {
+vErrors.push(err32);
+}
+errors++;
+}
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.updatedAt !== undefined){
+if(!(validate58(data.updatedAt, {instancePath:instancePath+"/updatedAt",parentData:data,parentDataProperty:"updatedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err33 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err33];
+}
+else {
+vErrors.push(err33);
+}
+errors++;
+}
+validate375.errors = vErrors;
+return errors === 0;
+}
+validate375.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.RunList = validate382;
+const schema101 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+
+function validate382(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate382.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate140(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate382.errors = vErrors;
+return errors === 0;
+}
+validate382.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.Schedule = validate385;
+
+function validate385(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate385.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.id === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "id"},message:"must have required property '"+"id"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.templateId === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "templateId"},message:"must have required property '"+"templateId"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.siteId === undefined){
+const err2 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "siteId"},message:"must have required property '"+"siteId"+"'"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+if(data.assigneeUserId === undefined){
+const err3 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "assigneeUserId"},message:"must have required property '"+"assigneeUserId"+"'"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+if(data.timezone === undefined){
+const err4 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "timezone"},message:"must have required property '"+"timezone"+"'"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+if(data.startsAt === undefined){
+const err5 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startsAt"},message:"must have required property '"+"startsAt"+"'"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+if(data.startsAtUtc === undefined){
+const err6 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "startsAtUtc"},message:"must have required property '"+"startsAtUtc"+"'"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(data.durationMinutes === undefined){
+const err7 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "durationMinutes"},message:"must have required property '"+"durationMinutes"+"'"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+if(data.recurrence === undefined){
+const err8 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "recurrence"},message:"must have required property '"+"recurrence"+"'"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+if(data.createdAt === undefined){
+const err9 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "createdAt"},message:"must have required property '"+"createdAt"+"'"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+if(data.updatedAt === undefined){
+const err10 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "updatedAt"},message:"must have required property '"+"updatedAt"+"'"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+if(data.id !== undefined){
+if(typeof data.id !== "string"){
+const err11 = {instancePath:instancePath+"/id",schemaPath:"#/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+if(data.templateId !== undefined){
+if(typeof data.templateId !== "string"){
+const err12 = {instancePath:instancePath+"/templateId",schemaPath:"#/properties/templateId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+if(data.siteId !== undefined){
+if(typeof data.siteId !== "string"){
+const err13 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+if(data.assigneeUserId !== undefined){
+let data3 = data.assigneeUserId;
+if((typeof data3 !== "string") && (data3 !== null)){
+const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema54.properties.assigneeUserId.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+}
+if(data.timezone !== undefined){
+if(typeof data.timezone !== "string"){
+const err15 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+if(data.startsAt !== undefined){
+if(!(validate153(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
+errors = vErrors.length;
+}
+}
+if(data.startsAtUtc !== undefined){
+if(!(validate58(data.startsAtUtc, {instancePath:instancePath+"/startsAtUtc",parentData:data,parentDataProperty:"startsAtUtc",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.durationMinutes !== undefined){
+let data7 = data.durationMinutes;
+if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
+const err16 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 10080 || isNaN(data7)){
+const err17 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10080},message:"must be <= 10080"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+if(data7 < 1 || isNaN(data7)){
+const err18 = {instancePath:instancePath+"/durationMinutes",schemaPath:"#/properties/durationMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+}
+}
+if(data.recurrence !== undefined){
+let data8 = data.recurrence;
+if((typeof data8 !== "string") && (data8 !== null)){
+const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema54.properties.recurrence.type},message:"must be string,null"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+}
+if(data.createdAt !== undefined){
+if(!(validate58(data.createdAt, {instancePath:instancePath+"/createdAt",parentData:data,parentDataProperty:"createdAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+if(data.updatedAt !== undefined){
+if(!(validate58(data.updatedAt, {instancePath:instancePath+"/updatedAt",parentData:data,parentDataProperty:"updatedAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err20 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+validate385.errors = vErrors;
+return errors === 0;
+}
+validate385.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.ScheduleList = validate390;
+const schema103 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+
+function validate390(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate390.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(data && typeof data == "object" && !Array.isArray(data)){
+if(data.data === undefined){
+const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "data"},message:"must have required property '"+"data"+"'"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(data.nextCursor === undefined){
+const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "nextCursor"},message:"must have required property '"+"nextCursor"+"'"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(data.data !== undefined){
+let data0 = data.data;
+if(Array.isArray(data0)){
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+if(!(validate152(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+if(data.nextCursor !== undefined){
+if(!(validate63(data.nextCursor, {instancePath:instancePath+"/nextCursor",parentData:data,parentDataProperty:"nextCursor",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err3 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+validate390.errors = vErrors;
+return errors === 0;
+}
+validate390.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+
+exports.SensorReading = validate393;
+
+function validate393(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate393.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5217,7 +14306,7 @@ errors++;
 if(data.sensorName !== undefined){
 let data3 = data.sensorName;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema66.properties.sensorName.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema44.properties.sensorName.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -5299,27 +14388,27 @@ vErrors.push(err18);
 }
 errors++;
 }
-validate164.errors = vErrors;
+validate393.errors = vErrors;
 return errors === 0;
 }
-validate164.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate393.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingIngestResult = validate167;
-const schema67 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
-const schema68 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
+exports.SensorReadingIngestResult = validate396;
+const schema105 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
+const schema106 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
 
-function validate168(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate397(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate168.evaluated;
+const evaluated0 = validate397.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate164(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate164.errors : vErrors.concat(validate164.errors);
+if(!(validate111(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate111.errors : vErrors.concat(validate111.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -5356,16 +14445,16 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate168.errors = vErrors;
+validate397.errors = vErrors;
 return errors === 0;
 }
-validate168.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate397.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate167(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate396(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate167.evaluated;
+const evaluated0 = validate396.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5458,8 +14547,8 @@ let data2 = data.data;
 if(Array.isArray(data2)){
 const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate168(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate397(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate397.errors : vErrors.concat(validate397.errors);
 errors = vErrors.length;
 }
 }
@@ -5486,18 +14575,18 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate167.errors = vErrors;
+validate396.errors = vErrors;
 return errors === 0;
 }
-validate167.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate396.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingList = validate171;
-const schema69 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.SensorReadingList = validate400;
+const schema107 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate171(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate400(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate171.evaluated;
+const evaluated0 = validate400.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5530,8 +14619,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate164(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate164.errors : vErrors.concat(validate164.errors);
+if(!(validate111(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate111.errors : vErrors.concat(validate111.errors);
 errors = vErrors.length;
 }
 }
@@ -5564,18 +14653,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate171.errors = vErrors;
+validate400.errors = vErrors;
 return errors === 0;
 }
-validate171.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate400.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Site = validate174;
-const schema70 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Site = validate403;
 
-function validate174(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate403(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate174.evaluated;
+const evaluated0 = validate403.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5700,7 +14788,7 @@ errors++;
 if(data.address !== undefined){
 let data2 = data.address;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema70.properties.address.type},message:"must be string,null"};
+const err11 = {instancePath:instancePath+"/address",schemaPath:"#/properties/address/type",keyword:"type",params:{type: schema34.properties.address.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -5713,7 +14801,7 @@ errors++;
 if(data.latitude !== undefined){
 let data3 = data.latitude;
 if((!((typeof data3 == "number") && (isFinite(data3)))) && (data3 !== null)){
-const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema70.properties.latitude.type},message:"must be number,null"};
+const err12 = {instancePath:instancePath+"/latitude",schemaPath:"#/properties/latitude/type",keyword:"type",params:{type: schema34.properties.latitude.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -5748,7 +14836,7 @@ errors++;
 if(data.longitude !== undefined){
 let data4 = data.longitude;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema70.properties.longitude.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/longitude",schemaPath:"#/properties/longitude/type",keyword:"type",params:{type: schema34.properties.longitude.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -5818,7 +14906,7 @@ errors++;
 if(data.timezone !== undefined){
 let data6 = data.timezone;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema70.properties.timezone.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/timezone",schemaPath:"#/properties/timezone/type",keyword:"type",params:{type: schema34.properties.timezone.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -5851,18 +14939,18 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate174.errors = vErrors;
+validate403.errors = vErrors;
 return errors === 0;
 }
-validate174.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate403.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SiteList = validate177;
-const schema71 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.SiteList = validate406;
+const schema109 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate177(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate406(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate177.evaluated;
+const evaluated0 = validate406.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5895,8 +14983,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate174(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate174.errors : vErrors.concat(validate174.errors);
+if(!(validate81(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
 errors = vErrors.length;
 }
 }
@@ -5929,18 +15017,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate177.errors = vErrors;
+validate406.errors = vErrors;
 return errors === 0;
 }
-validate177.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate406.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Template = validate180;
-const schema72 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+exports.Template = validate409;
 
-function validate180(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate409(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate180.evaluated;
+const evaluated0 = validate409.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6045,7 +15132,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema72.properties.description.type},message:"must be string,null"};
+const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema48.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -6085,8 +15172,8 @@ let data4 = data.items;
 if(Array.isArray(data4)){
 const len0 = data4.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate142(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
+if(!(validate131(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
 errors = vErrors.length;
 }
 }
@@ -6125,18 +15212,18 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate180.errors = vErrors;
+validate409.errors = vErrors;
 return errors === 0;
 }
-validate180.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate409.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.TemplateList = validate184;
-const schema73 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.TemplateList = validate413;
+const schema111 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate184(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate413(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate184.evaluated;
+const evaluated0 = validate413.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6169,8 +15256,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate180(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate180.errors : vErrors.concat(validate180.errors);
+if(!(validate130(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
 errors = vErrors.length;
 }
 }
@@ -6203,55 +15290,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate184.errors = vErrors;
+validate413.errors = vErrors;
 return errors === 0;
 }
-validate184.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate413.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.User = validate187;
-const schema74 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema75 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
+exports.User = validate416;
 
-function validate188(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate416(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate188.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(typeof data !== "string"){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-if(!((((data === "site_checkin_created") || (data === "site_checkin_activated")) || (data === "device")) || (data === "manual"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema75.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-validate188.errors = vErrors;
-return errors === 0;
-}
-validate188.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-
-function validate187(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate187.evaluated;
+const evaluated0 = validate416.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6396,7 +15445,7 @@ errors++;
 if(data.lastLocationSiteId !== undefined){
 let data2 = data.lastLocationSiteId;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema74.properties.lastLocationSiteId.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema36.properties.lastLocationSiteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -6409,7 +15458,7 @@ errors++;
 if(data.lastLocationCheckinId !== undefined){
 let data3 = data.lastLocationCheckinId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema74.properties.lastLocationCheckinId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema36.properties.lastLocationCheckinId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -6422,7 +15471,7 @@ errors++;
 if(data.lastLocationLat !== undefined){
 let data4 = data.lastLocationLat;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema74.properties.lastLocationLat.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema36.properties.lastLocationLat.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -6457,7 +15506,7 @@ errors++;
 if(data.lastLocationLng !== undefined){
 let data5 = data.lastLocationLng;
 if((!((typeof data5 == "number") && (isFinite(data5)))) && (data5 !== null)){
-const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema74.properties.lastLocationLng.type},message:"must be number,null"};
+const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema36.properties.lastLocationLng.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -6492,7 +15541,7 @@ errors++;
 if(data.lastLocationAccuracyMeters !== undefined){
 let data6 = data.lastLocationAccuracyMeters;
 if((!((typeof data6 == "number") && (isFinite(data6)))) && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema74.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
+const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema36.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -6520,8 +15569,8 @@ const _errs16 = errors;
 let valid1 = false;
 let passing0 = null;
 const _errs17 = errors;
-if(!(validate188(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate188.errors : vErrors.concat(validate188.errors);
+if(!(validate89(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate89.errors : vErrors.concat(validate89.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs17 === errors;
@@ -6576,7 +15625,7 @@ vErrors = null;
 if(data.lastLocationCapturedAt !== undefined){
 let data8 = data.lastLocationCapturedAt;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema74.properties.lastLocationCapturedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema36.properties.lastLocationCapturedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -6621,18 +15670,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate187.errors = vErrors;
+validate416.errors = vErrors;
 return errors === 0;
 }
-validate187.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate416.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.UserList = validate192;
-const schema76 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.UserList = validate420;
+const schema113 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate192(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate420(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate192.evaluated;
+const evaluated0 = validate420.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6665,8 +15714,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate187(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate187.errors : vErrors.concat(validate187.errors);
+if(!(validate88(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -6699,19 +15748,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate192.errors = vErrors;
+validate420.errors = vErrors;
 return errors === 0;
 }
-validate192.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate420.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDelivery = validate195;
-const schema77 = {"type":"object","required":["id","subscriptionId","eventId","eventType","status","attempts","lastResponseStatus","lastResponseExcerpt","lastAttemptAt","nextAttemptAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whd_`."},"subscriptionId":{"type":"string"},"eventId":{"type":"string","description":"The event delivered; also the `webhook-id` header."},"eventType":{"$ref":"components#/$defs/EventType"},"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"attempts":{"type":"integer","minimum":0,"description":"Attempts made in the current schedule, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0."},"lastResponseStatus":{"type":["integer","null"],"description":"HTTP status of the last answer; null when there was none (timeout, refused connection)."},"lastResponseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the last answer's body (as UTF-8; control characters — U+0000–U+001F but tab and line breaks, U+007F–U+009F — shown as U+FFFD), or the error."},"lastAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the next attempt is due; null when none is, and while the subscription is paused or disabled (its deliveries wait for it to be active)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema78 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: no attempt of its current schedule has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it); a retry, a re-enabled subscription or a new target starts a new schedule, so earlier attempts may be in its `attemptHistory`. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window."};
+exports.WebhookDelivery = validate423;
+const schema114 = {"type":"object","required":["id","subscriptionId","eventId","eventType","status","attempts","lastResponseStatus","lastResponseExcerpt","lastAttemptAt","nextAttemptAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whd_`."},"subscriptionId":{"type":"string"},"eventId":{"type":"string","description":"The event delivered; also the `webhook-id` header."},"eventType":{"$ref":"components#/$defs/EventType"},"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"attempts":{"type":"integer","minimum":0,"description":"Attempts made in the current schedule, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0."},"lastResponseStatus":{"type":["integer","null"],"description":"HTTP status of the last answer; null when there was none (timeout, refused connection)."},"lastResponseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the last answer's body (as UTF-8; control characters — U+0000–U+001F but tab and line breaks, U+007F–U+009F — shown as U+FFFD), or the error."},"lastAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the next attempt is due; null when none is, and while the subscription is paused or disabled (its deliveries wait for it to be active)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema115 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: no attempt of its current schedule has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it); a retry, a re-enabled subscription or a new target starts a new schedule, so earlier attempts may be in its `attemptHistory`. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window."};
 
-function validate197(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate425(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate197.evaluated;
+const evaluated0 = validate425.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6729,7 +15778,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "pending") || (data === "succeeded")) || (data === "failed")) || (data === "abandoned"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema78.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema115.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -6738,16 +15787,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate197.errors = vErrors;
+validate425.errors = vErrors;
 return errors === 0;
 }
-validate197.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate425.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate195(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate423(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate195.evaluated;
+const evaluated0 = validate423.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6912,14 +15961,14 @@ errors++;
 }
 }
 if(data.eventType !== undefined){
-if(!(validate81(data.eventType, {instancePath:instancePath+"/eventType",parentData:data,parentDataProperty:"eventType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+if(!(validate161(data.eventType, {instancePath:instancePath+"/eventType",parentData:data,parentDataProperty:"eventType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
 errors = vErrors.length;
 }
 }
 if(data.status !== undefined){
-if(!(validate197(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate197.errors : vErrors.concat(validate197.errors);
+if(!(validate425(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate425.errors : vErrors.concat(validate425.errors);
 errors = vErrors.length;
 }
 }
@@ -6951,7 +16000,7 @@ errors++;
 if(data.lastResponseStatus !== undefined){
 let data6 = data.lastResponseStatus;
 if((!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))) && (data6 !== null)){
-const err17 = {instancePath:instancePath+"/lastResponseStatus",schemaPath:"#/properties/lastResponseStatus/type",keyword:"type",params:{type: schema77.properties.lastResponseStatus.type},message:"must be integer,null"};
+const err17 = {instancePath:instancePath+"/lastResponseStatus",schemaPath:"#/properties/lastResponseStatus/type",keyword:"type",params:{type: schema114.properties.lastResponseStatus.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -6964,7 +16013,7 @@ errors++;
 if(data.lastResponseExcerpt !== undefined){
 let data7 = data.lastResponseExcerpt;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err18 = {instancePath:instancePath+"/lastResponseExcerpt",schemaPath:"#/properties/lastResponseExcerpt/type",keyword:"type",params:{type: schema77.properties.lastResponseExcerpt.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/lastResponseExcerpt",schemaPath:"#/properties/lastResponseExcerpt/type",keyword:"type",params:{type: schema114.properties.lastResponseExcerpt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -7115,18 +16164,18 @@ vErrors.push(err23);
 }
 errors++;
 }
-validate195.errors = vErrors;
+validate423.errors = vErrors;
 return errors === 0;
 }
-validate195.evaluated = {"props":{"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate423.evaluated = {"props":{"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDeliveryList = validate203;
-const schema79 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookDelivery"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.WebhookDeliveryList = validate431;
+const schema116 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookDelivery"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate203(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate431(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate203.evaluated;
+const evaluated0 = validate431.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7159,8 +16208,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate195(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate195.errors : vErrors.concat(validate195.errors);
+if(!(validate423(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate423.errors : vErrors.concat(validate423.errors);
 errors = vErrors.length;
 }
 }
@@ -7193,19 +16242,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate203.errors = vErrors;
+validate431.errors = vErrors;
 return errors === 0;
 }
-validate203.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate431.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDeliveryWithAttempts = validate206;
-const schema80 = {"allOf":[{"$ref":"components#/$defs/WebhookDelivery"},{"type":"object","required":["attemptHistory"],"properties":{"attemptHistory":{"type":"array","maxItems":50,"items":{"$ref":"components#/$defs/WebhookDeliveryAttempt"},"description":"The attempts that have an outcome, oldest first; the latest 50."}}}]};
-const schema81 = {"type":"object","required":["attempt","targetUrl","startedAt","durationMs","outcome","responseStatus","responseExcerpt"],"properties":{"attempt":{"type":"integer","minimum":1,"description":"The attempt's number in its retry schedule; a retry, a re-enabled subscription or a new target starts a new schedule at 1."},"targetUrl":{"type":"string","description":"Where the attempt was sent: the subscription's target at the time."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From the start of the attempt to its answer, or to the error."},"outcome":{"type":"string","enum":["succeeded","failed"],"description":"`succeeded`: the target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error."}}};
+exports.WebhookDeliveryWithAttempts = validate434;
+const schema117 = {"allOf":[{"$ref":"components#/$defs/WebhookDelivery"},{"type":"object","required":["attemptHistory"],"properties":{"attemptHistory":{"type":"array","maxItems":50,"items":{"$ref":"components#/$defs/WebhookDeliveryAttempt"},"description":"The attempts that have an outcome, oldest first; the latest 50."}}}]};
+const schema118 = {"type":"object","required":["attempt","targetUrl","startedAt","durationMs","outcome","responseStatus","responseExcerpt"],"properties":{"attempt":{"type":"integer","minimum":1,"description":"The attempt's number in its retry schedule; a retry, a re-enabled subscription or a new target starts a new schedule at 1."},"targetUrl":{"type":"string","description":"Where the attempt was sent: the subscription's target at the time."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From the start of the attempt to its answer, or to the error."},"outcome":{"type":"string","enum":["succeeded","failed"],"description":"`succeeded`: the target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error."}}};
 
-function validate208(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate436(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate208.evaluated;
+const evaluated0 = validate436.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7364,7 +16413,7 @@ vErrors.push(err12);
 errors++;
 }
 if(!((data4 === "succeeded") || (data4 === "failed"))){
-const err13 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema81.properties.outcome.enum},message:"must be equal to one of the allowed values"};
+const err13 = {instancePath:instancePath+"/outcome",schemaPath:"#/properties/outcome/enum",keyword:"enum",params:{allowedValues: schema118.properties.outcome.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -7377,7 +16426,7 @@ errors++;
 if(data.responseStatus !== undefined){
 let data5 = data.responseStatus;
 if((!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))) && (data5 !== null)){
-const err14 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema81.properties.responseStatus.type},message:"must be integer,null"};
+const err14 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema118.properties.responseStatus.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -7390,7 +16439,7 @@ errors++;
 if(data.responseExcerpt !== undefined){
 let data6 = data.responseExcerpt;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err15 = {instancePath:instancePath+"/responseExcerpt",schemaPath:"#/properties/responseExcerpt/type",keyword:"type",params:{type: schema81.properties.responseExcerpt.type},message:"must be string,null"};
+const err15 = {instancePath:instancePath+"/responseExcerpt",schemaPath:"#/properties/responseExcerpt/type",keyword:"type",params:{type: schema118.properties.responseExcerpt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -7411,24 +16460,24 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate208.errors = vErrors;
+validate436.errors = vErrors;
 return errors === 0;
 }
-validate208.evaluated = {"props":{"attempt":true,"targetUrl":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
+validate436.evaluated = {"props":{"attempt":true,"targetUrl":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate206(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate434(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate206.evaluated;
+const evaluated0 = validate434.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate195(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate195.errors : vErrors.concat(validate195.errors);
+if(!(validate423(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate423.errors : vErrors.concat(validate423.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -7457,8 +16506,8 @@ errors++;
 }
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate208(data0[i0], {instancePath:instancePath+"/attemptHistory/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate208.errors : vErrors.concat(validate208.errors);
+if(!(validate436(data0[i0], {instancePath:instancePath+"/attemptHistory/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate436.errors : vErrors.concat(validate436.errors);
 errors = vErrors.length;
 }
 }
@@ -7485,18 +16534,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate206.errors = vErrors;
+validate434.errors = vErrors;
 return errors === 0;
 }
-validate206.evaluated = {"props":{"attemptHistory":true,"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate434.evaluated = {"props":{"attemptHistory":true,"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookPingResult = validate211;
-const schema82 = {"type":"object","required":["id","targetUrl","sentAt","durationMs","succeeded","responseStatus","responseExcerpt"],"properties":{"id":{"type":"string","description":"The message's id, prefix `ping_`: its `webhook-id` and the `id` in its body."},"targetUrl":{"type":"string","description":"Where it was sent: the subscription's target."},"sentAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From sending to the answer, or to the error."},"succeeded":{"type":"boolean","description":"The target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":"string","description":"The first 200 characters of the answer's body (control characters shown as U+FFFD), or the error."}}};
+exports.WebhookPingResult = validate439;
+const schema119 = {"type":"object","required":["id","targetUrl","sentAt","durationMs","succeeded","responseStatus","responseExcerpt"],"properties":{"id":{"type":"string","description":"The message's id, prefix `ping_`: its `webhook-id` and the `id` in its body."},"targetUrl":{"type":"string","description":"Where it was sent: the subscription's target."},"sentAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From sending to the answer, or to the error."},"succeeded":{"type":"boolean","description":"The target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":"string","description":"The first 200 characters of the answer's body (control characters shown as U+FFFD), or the error."}}};
 
-function validate211(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate439(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate211.evaluated;
+const evaluated0 = validate439.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7644,7 +16693,7 @@ errors++;
 if(data.responseStatus !== undefined){
 let data5 = data.responseStatus;
 if((!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))) && (data5 !== null)){
-const err12 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema82.properties.responseStatus.type},message:"must be integer,null"};
+const err12 = {instancePath:instancePath+"/responseStatus",schemaPath:"#/properties/responseStatus/type",keyword:"type",params:{type: schema119.properties.responseStatus.type},message:"must be integer,null"};
 if(vErrors === null){
 vErrors = [err12];
 }
@@ -7677,18 +16726,18 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate211.errors = vErrors;
+validate439.errors = vErrors;
 return errors === 0;
 }
-validate211.evaluated = {"props":{"id":true,"targetUrl":true,"sentAt":true,"durationMs":true,"succeeded":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
+validate439.evaluated = {"props":{"id":true,"targetUrl":true,"sentAt":true,"durationMs":true,"succeeded":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookReplayResult = validate213;
-const schema83 = {"type":"object","required":["replayed"],"properties":{"replayed":{"type":"integer","minimum":0,"description":"Deliveries queued."}}};
+exports.WebhookReplayResult = validate441;
+const schema120 = {"type":"object","required":["replayed"],"properties":{"replayed":{"type":"integer","minimum":0,"description":"Deliveries queued."}}};
 
-function validate213(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate441(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate213.evaluated;
+const evaluated0 = validate441.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7742,19 +16791,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate213.errors = vErrors;
+validate441.errors = vErrors;
 return errors === 0;
 }
-validate213.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
+validate441.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscription = validate214;
-const schema84 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema85 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
+exports.WebhookSubscription = validate442;
+const schema121 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema122 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
 
-function validate216(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate444(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate216.evaluated;
+const evaluated0 = validate444.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7772,7 +16821,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "active") || (data === "paused")) || (data === "disabled"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema85.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema122.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -7781,17 +16830,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate216.errors = vErrors;
+validate444.errors = vErrors;
 return errors === 0;
 }
-validate216.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate444.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const formats22 = require("../../runtime/http/validationFormats").validationFormats.uri;
+const formats32 = require("../../runtime/http/validationFormats").validationFormats.uri;
 
-function validate214(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate442(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate214.evaluated;
+const evaluated0 = validate442.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7936,7 +16985,7 @@ errors++;
 if(data.triggerKey !== undefined){
 let data2 = data.triggerKey;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema84.properties.triggerKey.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/triggerKey",schemaPath:"#/properties/triggerKey/type",keyword:"type",params:{type: schema121.properties.triggerKey.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -7961,8 +17010,8 @@ errors++;
 }
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate81(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.errors);
+if(!(validate161(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
 errors = vErrors.length;
 }
 }
@@ -7981,7 +17030,7 @@ errors++;
 if(data.targetUrl !== undefined){
 let data5 = data.targetUrl;
 if(typeof data5 === "string"){
-if(!(formats22(data5))){
+if(!(formats32(data5))){
 const err16 = {instancePath:instancePath+"/targetUrl",schemaPath:"#/properties/targetUrl/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""};
 if(vErrors === null){
 vErrors = [err16];
@@ -8004,15 +17053,15 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate216(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate216.errors : vErrors.concat(validate216.errors);
+if(!(validate444(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate444.errors : vErrors.concat(validate444.errors);
 errors = vErrors.length;
 }
 }
 if(data.disabledReason !== undefined){
 let data7 = data.disabledReason;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err18 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema84.properties.disabledReason.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/type",keyword:"type",params:{type: schema121.properties.disabledReason.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8022,7 +17071,7 @@ vErrors.push(err18);
 errors++;
 }
 if(!(((data7 === "gone") || (data7 === "failing")) || (data7 === null))){
-const err19 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema84.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
+const err19 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/enum",keyword:"enum",params:{allowedValues: schema121.properties.disabledReason.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -8173,18 +17222,18 @@ vErrors.push(err24);
 }
 errors++;
 }
-validate214.errors = vErrors;
+validate442.errors = vErrors;
 return errors === 0;
 }
-validate214.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate442.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionList = validate222;
-const schema86 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.WebhookSubscriptionList = validate450;
+const schema123 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate222(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate450(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate222.evaluated;
+const evaluated0 = validate450.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8217,8 +17266,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate214(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate214.errors : vErrors.concat(validate214.errors);
+if(!(validate442(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate442.errors : vErrors.concat(validate442.errors);
 errors = vErrors.length;
 }
 }
@@ -8251,26 +17300,26 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate222.errors = vErrors;
+validate450.errors = vErrors;
 return errors === 0;
 }
-validate222.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate450.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionWithSecret = validate225;
-const schema87 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
+exports.WebhookSubscriptionWithSecret = validate453;
+const schema124 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
 
-function validate225(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate453(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate225.evaluated;
+const evaluated0 = validate453.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate214(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate214.errors : vErrors.concat(validate214.errors);
+if(!(validate442(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate442.errors : vErrors.concat(validate442.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -8307,8 +17356,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate225.errors = vErrors;
+validate453.errors = vErrors;
 return errors === 0;
 }
-validate225.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate453.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 

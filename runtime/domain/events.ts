@@ -111,7 +111,7 @@ export function changedFields(before: object, after: object, ignore: readonly st
 
 export type DeliveredEvent = components['schemas']['IntegrationEvent'];
 
-/** An event as a webhook receives it (the signed body): `timestamp` is when it occurred. */
+/** An event as a webhook receives it (the signed body): `timestamp` is when it occurred. Same `type` and `data`, so the same variant of the contract's union. */
 export function toDeliveredEvent(event: Event): DeliveredEvent {
   return {
     id: event.id,
@@ -121,7 +121,7 @@ export function toDeliveredEvent(event: Event): DeliveredEvent {
     data: event.data,
     ...(event.changedFields === undefined ? {} : { changedFields: event.changedFields }),
     ...(event.previousValues === undefined ? {} : { previousValues: event.previousValues }),
-  };
+  } as DeliveredEvent;
 }
 
 /** The first instant still within the retention. */

@@ -21,6 +21,11 @@ export interface EventRow {
   occurred_at: string;
 }
 
+/**
+ * A stored event as the feed answers it. The contract types `data` by `type` (Event's oneOf); the
+ * row holds what recordEvent was given for that type, so the pairing is asserted here, not proved
+ * (the response checks of the tests validate it against the contract).
+ */
 export function toEvent(row: EventRow): Event {
   return {
     id: row.id,
@@ -30,7 +35,7 @@ export function toEvent(row: EventRow): Event {
     data: JSON.parse(row.data),
     ...(row.changed_fields === null ? {} : { changedFields: JSON.parse(row.changed_fields) as string[] }),
     ...(row.previous_values === null ? {} : { previousValues: JSON.parse(row.previous_values) as Record<string, unknown> }),
-  };
+  } as Event;
 }
 
 // Fixed text run through the driver (storage/database.ts, onSqliteConnection): every domain write runs

@@ -11,15 +11,15 @@ export type OpenApiDocument = Record<string, any>;
  * component defined twice is an error, never a silent override.
  */
 export function buildContract(contractDir: string): OpenApiDocument {
-  const doc = readYaml(path.join(contractDir, 'openapi.yaml'));
+  const [rootFile, ...partFiles] = contractFiles(contractDir);
+  const doc = readYaml(rootFile);
   doc.paths ??= {};
   doc.components ??= {};
-  const pathsDir = path.join(contractDir, 'paths');
-  const files = fs.readdirSync(pathsDir).filter((f) => f.endsWith('.yaml')).sort();
-  for (const file of files) {
-    const part = readYaml(path.join(pathsDir, file));
+  for (const partFile of partFiles) {
+    const file = path.basename(partFile);
+    const part = readYaml(partFile);
     for (const key of Object.keys(part)) {
-      if (key !== 'paths' && key !== 'components' && key !== 'webhooks') throw new Error(`contract/paths/${file}: unexpected top-level key "${key}" (only paths, webhooks and components)`);
+      if (!(PART_KEYS as readonly string[]).includes(key)) throw new Error(`contract/paths/${file}: unexpected top-level key "${key}" (only paths, webhooks and components)`);
     }
     mergeInto(doc.paths, part.paths ?? {}, `contract/paths/${file}: path`);
     if (part.webhooks) mergeInto((doc.webhooks ??= {}), part.webhooks, `contract/paths/${file}: webhook`);
@@ -32,6 +32,21 @@ export function buildContract(contractDir: string): OpenApiDocument {
   checkScopes(doc);
   checkNullableEnums(doc);
   return doc;
+}
+
+/** The top-level keys a resource file (contract/paths/*.yaml) may hold. */
+export const PART_KEYS = ['paths', 'webhooks', 'components'] as const;
+
+/**
+ * The files buildContract merges, in its order: contract/openapi.yaml first, then every
+ * contract/paths/*.yaml in name order (absolute paths). Each path, webhook and component
+ * (`components.<section>.<name>`) is defined in exactly one of them; everything else is in
+ * openapi.yaml.
+ */
+export function contractFiles(contractDir: string): string[] {
+  const pathsDir = path.join(contractDir, 'paths');
+  const parts = fs.readdirSync(pathsDir).filter((f) => f.endsWith('.yaml')).sort();
+  return [path.join(contractDir, 'openapi.yaml'), ...parts.map((f) => path.join(pathsDir, f))].map((f) => path.resolve(f));
 }
 
 function readYaml(file: string): OpenApiDocument {

@@ -1,0 +1,90 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { buildContract } from '../scripts/contract/bundle';
+import { ContractSourceMap, formatPointer } from '../scripts/contract/sourceLocation';
+
+const root = path.resolve(__dirname, '..');
+const contractDir = path.join(root, 'contract');
+
+/** The text of a 1-based line from its 1-based column on. */
+function textAt(file: string, line: number, col: number): string {
+  return fs.readFileSync(file, 'utf8').split('\n')[line - 1].slice(col - 1);
+}
+
+/** `key:` at the start of the text, the key plain or quoted. */
+const startsWithKey = (key: string) => new RegExp(`^(${escape(key)}|'${escape(key)}'|"${escape(key)}"):`);
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+
+describe('lint findings cited in contract/ (scripts/contract/sourceLocation.ts)', () => {
+  const sources = new ContractSourceMap(contractDir);
+
+  it.each([
+    ['#/paths/~1v1~1logs/get/responses/200', 'paths/logs.yaml', "'200':"],
+    ['#/paths/~1v1~1logs/get/parameters/1', 'paths/logs.yaml', 'name: entityId'],
+    ['#/components/schemas/LogEntityType', 'paths/logs.yaml', 'LogEntityType:'],
+    ['#/webhooks/checkin.checked_out', 'paths/events.yaml', 'checkin.checked_out:'],
+    ['#/paths/~1healthz/get/responses', 'paths/health.yaml', 'responses:'],
+    ['#/components/responses/Internal', 'openapi.yaml', 'Internal:'],
+    ['#/info/license', 'openapi.yaml', 'license:'],
+  ])('%s is in contract/%s, on the line of %s', (pointer, file, text) => {
+    const at = sources.locate(pointer);
+    expect(path.relative(contractDir, at.file)).toBe(file);
+    expect(at.found).toBe(pointer);
+    expect(textAt(at.file, at.line, at.col)).toContain(text);
+  });
+
+  it('cites the nearest ancestor the file has for a pointer past it (a rule reporting a missing field)', () => {
+    const at = sources.locate('#/paths/~1v1~1logs/post/summary-that-is-not-there');
+    expect(path.relative(contractDir, at.file)).toBe('paths/logs.yaml');
+    expect(at.found).toBe('#/paths/~1v1~1logs/post');
+    expect(textAt(at.file, at.line, at.col)).toMatch(/^post:/);
+  });
+
+  it('finds every path, webhook and component of the bundle on its own key in the file that defines it', () => {
+    const doc = buildContract(contractDir);
+    const entries: string[][] = [
+      ...Object.keys(doc.paths).map((key) => ['paths', key]),
+      ...Object.keys(doc.webhooks ?? {}).map((key) => ['webhooks', key]),
+      ...Object.entries<Record<string, unknown>>(doc.components).flatMap(([section, names]) => Object.keys(names).map((key) => ['components', section, key])),
+    ];
+    expect(entries.length).toBeGreaterThan(50);
+    for (const entry of entries) {
+      const at = sources.locate(formatPointer(entry));
+      expect({ entry, found: at.found }).toEqual({ entry, found: formatPointer(entry) });
+      expect({ entry, text: textAt(at.file, at.line, at.col) }).toEqual({ entry, text: expect.stringMatching(startsWithKey(entry[entry.length - 1])) });
+    }
+  });
+});
+
+describe('npm run lint:contract (scripts/lintContract.ts)', () => {
+  let tmp: string;
+  afterAll(() => tmp && fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('fails on an operation without a summary, citing its line in contract/paths/, not the bundle', async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-lint-'));
+    const copy = path.join(tmp, 'contract');
+    fs.cpSync(contractDir, copy, { recursive: true });
+    const logs = path.join(copy, 'paths', 'logs.yaml');
+    const lines = fs.readFileSync(logs, 'utf8').split('\n');
+    const summary = lines.findIndex((line) => line.trim() === 'summary: Add a log entry to an entity');
+    expect(summary).toBeGreaterThan(0);
+    let post = summary;
+    while (!/^\s+post:\s*$/.test(lines[post])) post--;
+    fs.writeFileSync(logs, [...lines.slice(0, summary), ...lines.slice(summary + 1)].join('\n'));
+    const bundle = path.join(tmp, 'openapi.json');
+    fs.writeFileSync(bundle, JSON.stringify(buildContract(copy), null, 2) + '\n');
+
+    const result = await promisify(execFile)(process.execPath, [path.join(root, 'node_modules/tsx/dist/cli.mjs'), 'scripts/lintContract.ts', '--contract', copy, '--bundle', bundle], { cwd: root, timeout: 60_000 })
+      .then(({ stdout, stderr }) => ({ code: 0, stdout, stderr }), (err: { code: number; stdout: string; stderr: string }) => err);
+
+    expect({ code: result.code, stderr: result.stderr.includes('did not run') ? result.stderr : '' }).toEqual({ code: 1, stderr: '' });
+    const findings = result.stdout.split('\n').filter((line) => /  (error|warning)  /.test(line));
+    const column = lines[post].indexOf('post:') + 1;
+    expect(findings).toEqual([`${logs}:${post + 1}:${column}  error  operation-summary  Operation object should contain \`summary\` field.  (#/paths/~1v1~1logs/post/summary)`]);
+    // the exceptions in .redocly.lint-ignore.yaml hold for this bundle of the contract too
+    expect(result.stdout).toMatch(/: 1 error, 0 warnings, 4 more excepted in \.redocly\.lint-ignore\.yaml\n$/);
+  }, 60_000);
+});

@@ -54,6 +54,12 @@ export interface Config {
   /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
   metricsToken?: string;
   /**
+   * The URL clients reach this deployment at (`https://fieldops.example.com`): the served contract
+   * documents name it as their server, so an SDK generated from them calls it. Unset, they name the
+   * contract's local server (`npm start` on 127.0.0.1:8080).
+   */
+  publicBaseUrl?: string;
+  /**
    * `npm run worker` only: the port of its /healthz, /readyz and /metrics (on HOST), for an
    * orchestrator to probe and Prometheus to scrape; unset, the engine listens on nothing.
    */
@@ -115,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseQueryTimeoutSeconds: integer(env, 'DATABASE_QUERY_TIMEOUT_SECONDS', 15, 1, 3600),
     webConcurrency: integer(env, 'WEB_CONCURRENCY', 1, 1, 256),
     metricsToken: metricsToken(env),
+    publicBaseUrl: publicBaseUrl(env),
     workerPort: optionalInteger(env, 'WORKER_PORT', 0, 65535),
   });
 }
@@ -212,6 +219,25 @@ function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
     throw new ConfigError('METRICS_TOKEN is set but blank: give it a token, or leave it unset to serve /metrics without one');
   }
   return raw(env, 'METRICS_TOKEN');
+}
+
+/**
+ * PUBLIC_BASE_URL: an absolute http(s) URL, with a path prefix when a proxy mounts the API below
+ * one, without query or fragment; a trailing slash is dropped (the contract's paths start with one).
+ */
+function publicBaseUrl(env: NodeJS.ProcessEnv): string | undefined {
+  const value = raw(env, 'PUBLIC_BASE_URL');
+  if (value === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !/^https?:$/.test(url.protocol) || url.search || url.hash || url.username || url.password || !/^https?:\/\//i.test(value)) {
+    throw new ConfigError(`PUBLIC_BASE_URL=${JSON.stringify(withoutPassword(value))} is invalid: expected the URL clients reach this API at, such as https://fieldops.example.com (http or https, no query, fragment or credentials)`);
+  }
+  return value.replace(/\/+$/, '');
 }
 
 /**

@@ -54,6 +54,10 @@ describe('configuration', () => {
     ['REDIS_URL', 'redis://:my S3cret@10.0.0.1:6379', 'REDIS_URL="redis://:***@10.0.0.1:6379" is invalid'],
     ['DATABASE_URL', 'postgres:/app:S3cret@db/fieldops', 'DATABASE_URL="postgres:/app:***@db/fieldops" is invalid'],
     ['DATABASE_URL', 'postgress://app:p@S3cret@db/fieldops', 'DATABASE_URL="postgress://app:***@db/fieldops" is invalid'],
+    ['PUBLIC_BASE_URL', 'fieldops.example.com', 'PUBLIC_BASE_URL="fieldops.example.com" is invalid: expected the URL clients reach this API at'],
+    ['PUBLIC_BASE_URL', 'ftp://fieldops.example.com', 'PUBLIC_BASE_URL="ftp://fieldops.example.com" is invalid'],
+    ['PUBLIC_BASE_URL', 'https://fieldops.example.com/?v=1', 'PUBLIC_BASE_URL="https://fieldops.example.com/?v=1" is invalid'],
+    ['PUBLIC_BASE_URL', 'https://ops:S3cret@fieldops.example.com', 'PUBLIC_BASE_URL="https://ops:***@fieldops.example.com" is invalid'],
     // valid alone, not together with the rest
     ['RATE_LIMIT_STORE', 'redis', 'RATE_LIMIT_STORE=redis needs REDIS_URL'],
     ['RATE_LIMIT_STORE', 'postgres', 'RATE_LIMIT_STORE=postgres needs a Postgres DATABASE_URL'],
@@ -61,6 +65,11 @@ describe('configuration', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(message);
     expect(() => loadConfig({ [name]: value })).not.toThrow('S3cret');
+  });
+
+  it('takes PUBLIC_BASE_URL with a path prefix, without its trailing slash', () => {
+    expect(loadConfig({ PUBLIC_BASE_URL: 'https://ops.example.com/fieldops/' }).publicBaseUrl).toBe('https://ops.example.com/fieldops');
+    expect(loadConfig({}).publicBaseUrl).toBeUndefined();
   });
 
   it('takes NODE_ENV production, development, test or unset', () => {

@@ -134,7 +134,7 @@ export function createApp(config: Config, options: AppOptions): App {
   if (config.corsOrigins.length) app.use(corsFor(config.corsOrigins));
   // the operations' paths (/v1/…) skip the public routes' router, whose routes express would
   // otherwise try one by one on every API request
-  const publicRouter = publicRoutes(options.db, { metricsToken: config.metricsToken });
+  const publicRouter = publicRoutes(options.db, { metricsToken: config.metricsToken, publicBaseUrl: config.publicBaseUrl });
   app.use((req: Request, res: Response, next: NextFunction) => (req.path.startsWith('/v1/') ? next() : publicRouter(req, res, next)));
   app.use((req: Request, res: Response, next: NextFunction) => {
     api

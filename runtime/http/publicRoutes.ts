@@ -4,15 +4,16 @@ import type { Knex } from 'knex';
 import { pendingMigrations } from '../storage/migrate';
 import { metricsAccessError, metricsText, METRICS_CONTENT_TYPE } from '../observability/metrics';
 import { checkReadiness, notReady, READY_BODY } from '../observability/readiness';
-import { contractDocument, sdkContractDocument } from './contractDocuments';
+import { servedContractDocuments } from './contractDocuments';
 import { contextOf } from './requestContext';
 
 /**
  * Routes that need no API key: liveness and readiness, metrics (a token of their own when
  * METRICS_TOKEN is set), the two contract documents, the reference page and its icon.
  */
-export function publicRoutes(db: Knex, options: { metricsToken?: string } = {}): Router {
+export function publicRoutes(db: Knex, options: { metricsToken?: string; publicBaseUrl?: string } = {}): Router {
   const router = Router();
+  const documents = servedContractDocuments(options.publicBaseUrl);
 
   // liveness: the process answers; nothing else is checked, so a database outage does not get
   // a healthy process restarted
@@ -40,8 +41,8 @@ export function publicRoutes(db: Knex, options: { metricsToken?: string } = {}):
       next(err);
     }
   });
-  router.get('/openapi.json', (_req, res) => { res.json(contractDocument); });
-  router.get('/openapi-sdk.json', (_req, res) => { res.json(sdkContractDocument); });
+  router.get('/openapi.json', (_req, res) => { res.json(documents.openapi); });
+  router.get('/openapi-sdk.json', (_req, res) => { res.json(documents.sdk); });
 
   // API reference: Swagger UI from the swagger-ui-dist package, every asset served from here
   // (no network at run time), reading the served /openapi.json.

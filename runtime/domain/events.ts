@@ -14,10 +14,17 @@ import type { PurgeOptions } from '../periodic';
 export type { EventType } from './eventTypes';
 export { EVENT_TYPES } from './eventTypes';
 
-export interface EventInput {
-  type: EventType;
+/**
+ * What `data` holds for events of type T: the contract's variant of Event for that type (the
+ * resource its GET answers, a tombstone for a deletion). Recording another shape does not compile.
+ */
+export type EventData<T extends EventType> = EventDataByType[T];
+type EventDataByType = { [T in EventType]: Extract<components['schemas']['Event'], { type: T }>['data'] };
+
+export interface EventInput<T extends EventType = EventType> {
+  type: T;
   /** The resource exactly as GET answers it after the change, or a tombstone (see `tombstone`). */
-  data: object;
+  data: EventData<T>;
   /** Update events: the names of the fields whose value changed (see `changedFields`). */
   changedFields?: string[];
   /** Update events: each changed field's value before the change, as GET showed it (null for a field it did not show). */
@@ -41,7 +48,7 @@ export interface EventInput {
  *
  * Answers the event's id. Its sequence is the database's, known at commit.
  */
-export async function recordEvent(trx: Knex, orgId: string, input: EventInput): Promise<string> {
+export async function recordEvent<T extends EventType>(trx: Knex, orgId: string, input: EventInput<T>): Promise<string> {
   const id = newId('evt');
   const resourceId = typeof (input.data as { id?: unknown }).id === 'string' ? ((input.data as { id: string }).id) : null;
   await insertEventAndQueueDeliveries(trx, {
@@ -63,7 +70,7 @@ export async function recordEvent(trx: Knex, orgId: string, input: EventInput): 
  * deliveries for no change (the contract's events description says so). Call it last, like
  * `recordEvent`.
  */
-export async function recordUpdate(trx: Knex, orgId: string, type: EventType, before: object, after: object): Promise<string | undefined> {
+export async function recordUpdate<T extends EventType>(trx: Knex, orgId: string, type: T, before: EventData<T>, after: EventData<T>): Promise<string | undefined> {
   const fields = changedFields(before, after);
   if (!fields.length) return undefined;
   const was = before as Record<string, unknown>;
@@ -79,10 +86,10 @@ export async function recordUpdate(trx: Knex, orgId: string, type: EventType, be
  * (a consumer mirroring the resource from events never drifts on `updatedAt`). Call it last, like
  * `recordEvent`.
  */
-export async function finishUpdate<T extends { updatedAt: string }>(
-  trx: Knex, orgId: string, type: EventType, before: T, after: T, restore: (updatedAt: string) => Promise<void>,
-): Promise<T> {
-  if (await recordUpdate(trx, orgId, type, before, after)) return after;
+export async function finishUpdate<T extends EventType, R extends { updatedAt: string }>(
+  trx: Knex, orgId: string, type: T, before: R & EventData<T>, after: R & EventData<T>, restore: (updatedAt: string) => Promise<void>,
+): Promise<R> {
+  if (await recordUpdate<T>(trx, orgId, type, before, after)) return after;
   await restore(before.updatedAt);
   return before;
 }

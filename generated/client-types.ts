@@ -1809,10 +1809,8 @@ export interface components {
             type: components["schemas"]["EventType"];
             sequence: components["schemas"]["EventSequence"];
             occurredAt: components["schemas"]["Timestamp"];
-            /** @description The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`. */
-            data: {
-                [key: string]: unknown;
-            };
+            /** @description The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`. Its schema is the variant of `type`. */
+            data: unknown;
             changedFields?: components["schemas"]["ChangedFields"];
             previousValues?: components["schemas"]["PreviousValues"];
         } & ({
@@ -1823,6 +1821,7 @@ export interface components {
             /** @constant */
             type: "site.updated";
             data: components["schemas"]["Site"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "site.deleted";
@@ -1835,6 +1834,7 @@ export interface components {
             /** @constant */
             type: "user.updated";
             data: components["schemas"]["User"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "checkin.created";
@@ -1843,14 +1843,17 @@ export interface components {
             /** @constant */
             type: "checkin.activated";
             data: components["schemas"]["Checkin"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "checkin.checked_out";
             data: components["schemas"]["Checkin"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "checkin.updated";
             data: components["schemas"]["Checkin"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "log.created";
@@ -1867,6 +1870,7 @@ export interface components {
             /** @constant */
             type: "asset.updated";
             data: components["schemas"]["Asset"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "asset.deleted";
@@ -1879,14 +1883,17 @@ export interface components {
             /** @constant */
             type: "issue.updated";
             data: components["schemas"]["Issue"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "issue.resolved";
             data: components["schemas"]["Issue"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "issue.closed";
             data: components["schemas"]["Issue"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "template.created";
@@ -1895,6 +1902,7 @@ export interface components {
             /** @constant */
             type: "template.updated";
             data: components["schemas"]["Template"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "template.deleted";
@@ -1907,10 +1915,12 @@ export interface components {
             /** @constant */
             type: "run.updated";
             data: components["schemas"]["Run"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "run.completed";
             data: components["schemas"]["Run"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "schedule.created";
@@ -1919,6 +1929,7 @@ export interface components {
             /** @constant */
             type: "schedule.updated";
             data: components["schemas"]["Schedule"];
+            changedFields: components["schemas"]["ChangedFields"];
         } | {
             /** @constant */
             type: "schedule.deleted";
@@ -2329,10 +2340,8 @@ export interface components {
             type: components["schemas"]["EventType"];
             timestamp: components["schemas"]["Timestamp"];
             sequence: components["schemas"]["EventSequence"];
-            /** @description The resource after the change, as the API returns it, or a tombstone for a deletion. */
-            data: {
-                [key: string]: unknown;
-            };
+            /** @description The resource after the change, as the API returns it, or a tombstone for a deletion. Its schema is the one of `type` (the variants below). */
+            data: unknown;
             changedFields?: components["schemas"]["ChangedFields"];
             previousValues?: components["schemas"]["PreviousValues"];
         } & (components["schemas"]["SiteCreatedWebhook"] | components["schemas"]["SiteUpdatedWebhook"] | components["schemas"]["SiteDeletedWebhook"] | components["schemas"]["UserCreatedWebhook"] | components["schemas"]["UserUpdatedWebhook"] | components["schemas"]["CheckinCreatedWebhook"] | components["schemas"]["CheckinActivatedWebhook"] | components["schemas"]["CheckinCheckedOutWebhook"] | components["schemas"]["CheckinUpdatedWebhook"] | components["schemas"]["LogCreatedWebhook"] | components["schemas"]["SensorReadingsIngestedWebhook"] | components["schemas"]["AssetCreatedWebhook"] | components["schemas"]["AssetUpdatedWebhook"] | components["schemas"]["AssetDeletedWebhook"] | components["schemas"]["IssueCreatedWebhook"] | components["schemas"]["IssueUpdatedWebhook"] | components["schemas"]["IssueResolvedWebhook"] | components["schemas"]["IssueClosedWebhook"] | components["schemas"]["TemplateCreatedWebhook"] | components["schemas"]["TemplateUpdatedWebhook"] | components["schemas"]["TemplateDeletedWebhook"] | components["schemas"]["RunStartedWebhook"] | components["schemas"]["RunUpdatedWebhook"] | components["schemas"]["RunCompletedWebhook"] | components["schemas"]["ScheduleCreatedWebhook"] | components["schemas"]["ScheduleUpdatedWebhook"] | components["schemas"]["ScheduleDeletedWebhook"]);

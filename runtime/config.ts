@@ -54,9 +54,9 @@ export interface Config {
   /** When set, GET /metrics needs `Authorization: Bearer <token>`. */
   metricsToken?: string;
   /**
-   * The URL clients reach this deployment at (`https://fieldops.example.com`): the served contract
-   * documents name it as their server, so an SDK generated from them calls it. Unset, they name the
-   * contract's local server (`npm start` on 127.0.0.1:8080).
+   * The origin clients reach this deployment at (`https://fieldops.example.com`): the served
+   * contract documents name it as their server, so an SDK generated from them calls it. Unset, they
+   * name the contract's local server (`npm start` on 127.0.0.1:8080).
    */
   publicBaseUrl?: string;
   /**
@@ -222,22 +222,29 @@ function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
 }
 
 /**
- * PUBLIC_BASE_URL: an absolute http(s) URL, with a path prefix when a proxy mounts the API below
- * one, without query or fragment; a trailing slash is dropped (the contract's paths start with one).
+ * PUBLIC_BASE_URL: the origin clients reach the API at (scheme, host, optional port), answered in
+ * its normal form (`https://Ops.Example.com:443/` → `https://ops.example.com`). No path: the API
+ * is served at the root of its host — `Location` headers (`/v1/…`) and the docs page are
+ * root-relative, so a proxy that mounted it under a prefix would break them, and a base URL
+ * ending in `/v1` would make clients call `/v1/v1/…`. Nothing a URL parser would drop or rewrite
+ * silently either (an empty query or fragment, credentials, spaces, backslashes).
  */
 function publicBaseUrl(env: NodeJS.ProcessEnv): string | undefined {
   const value = raw(env, 'PUBLIC_BASE_URL');
   if (value === undefined) return undefined;
-  let url: URL | undefined;
+  const refuse = (why: string): never => {
+    throw new ConfigError(`PUBLIC_BASE_URL=${JSON.stringify(withoutPassword(value))} is invalid: ${why}`);
+  };
+  if (!/^https?:\/\/[^/?#@\\\s]+\/?$/i.test(value)) {
+    refuse('expected the origin clients reach this API at, such as https://fieldops.example.com (http or https, a host and an optional port; no path, query, fragment or credentials: the API is served at the root of its host)');
+  }
+  let url: URL;
   try {
     url = new URL(value);
   } catch {
-    url = undefined;
+    return refuse('not a URL: expected https://host or https://host:port');
   }
-  if (!url || !/^https?:$/.test(url.protocol) || url.search || url.hash || url.username || url.password || !/^https?:\/\//i.test(value)) {
-    throw new ConfigError(`PUBLIC_BASE_URL=${JSON.stringify(withoutPassword(value))} is invalid: expected the URL clients reach this API at, such as https://fieldops.example.com (http or https, no query, fragment or credentials)`);
-  }
-  return value.replace(/\/+$/, '');
+  return url.origin;
 }
 
 /**

@@ -5,8 +5,9 @@
  *
  *   contract/paths/logs.yaml:58:5  error  operation-summary  Operation object should contain `summary` field.  (#/paths/~1v1~1logs/post/summary)
  *
- * Exit 1 when a finding is an error, 0 when there are only warnings or none, 2 when Redocly
- * itself did not run (its output is printed).
+ * Exit 1 when a finding is an error or the bundle is not what the contract bundles to now (run
+ * `npm run generate` first), 0 when there are only warnings or none, 2 when Redocly itself did not
+ * run (its output is printed).
  *
  *   --contract DIR   the contract the bundle was built from (default contract/)
  *   --bundle FILE    the bundled document to lint (default generated/openapi.json)
@@ -19,7 +20,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import YAML from 'yaml';
-import { buildContract } from './contract/bundle';
+import { buildContract, shownPath as shown } from './contract/bundle';
 import { ContractSourceMap } from './contract/sourceLocation';
 
 const root = path.resolve(__dirname, '..');
@@ -43,16 +44,11 @@ function option(name: string, fallback: string): string {
   return path.resolve(value);
 }
 
-/** A path as the reader can open it: relative to the working directory when below it. */
-function shown(file: string): string {
-  const relative = path.relative(process.cwd(), file);
-  return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
-}
 
 /** The lint report, or null when Redocly did not run (what it printed is passed on). */
 function runRedocly(bundle: string): { problems: RedoclyProblem[]; ignored: number } | null {
   const cli = path.join(path.dirname(require.resolve('@redocly/cli/package.json')), 'bin', 'cli.js');
-  const result = spawnSync(process.execPath, [cli, 'lint', bundle, '--format=json', '--config', path.join(root, 'redocly.yaml')], {
+  const result = spawnSync(process.execPath, [cli, 'lint', bundle, '--format=json', '--max-problems', '100000', '--config', path.join(root, 'redocly.yaml')], {
     cwd: root,
     encoding: 'utf8',
     maxBuffer: 256 * 1024 * 1024,
@@ -102,14 +98,18 @@ function main(): number {
     return { ...where, text: `${shown(where.file)}:${where.line}:${where.col}  ${severity}  ${problem.ruleId}  ${problem.message}${suggest}  (${at?.pointer ?? 'no pointer'})` };
   });
   lines.sort((a, b) => a.file.localeCompare(b.file) || a.line - b.line || a.col - b.col);
-  for (const { text } of lines) console.log(text);
+  // one mistake in an example under a oneOf is reported once per variant it fails, often in the same words
+  const shownLines = [...new Set(lines.map(({ text }) => text))];
+  for (const text of shownLines) console.log(text);
 
   const errors = kept.filter((p) => p.severity === 'error').length;
   const warnings = kept.length - errors;
   const ignored = report.ignored + problems.length - kept.length;
   console.log(`${shown(bundle)} (from ${shown(contractDir)}/): ${errors} error${errors === 1 ? '' : 's'}, ${warnings} warning${warnings === 1 ? '' : 's'}${ignored ? `, ${ignored} more excepted in .redocly.lint-ignore.yaml` : ''}`);
-  if (kept.length && !bundleIsCurrent(contractDir, bundle)) {
-    console.log(`note: ${shown(bundle)} is not what ${shown(contractDir)}/ bundles to now (run \`npm run generate\`): the lines above may be off`);
+  // a lint of the bundle from before the last edit says nothing about the contract as it is
+  if (!bundleIsCurrent(contractDir, bundle)) {
+    console.log(`${shown(bundle)} is not what ${shown(contractDir)}/ bundles to now: run \`npm run generate\`, then lint again (what is above is about the old bundle)`);
+    return 1;
   }
   return errors ? 1 : 0;
 }

@@ -42,9 +42,39 @@ describe('contract bundling (npm run generate)', () => {
     expect(() => buildContract(dir)).toThrow('contract/paths/b.yaml: path "/v1/things" is defined twice');
   });
 
-  it('refuses a $ref that points nowhere', () => {
-    const dir = contractDir({ 'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings').replace('Thing\'', 'Thingy\'')}\n` });
-    expect(() => buildContract(dir)).toThrow('unresolved $ref #/components/schemas/Thingy');
+  it('refuses a $ref that points nowhere: every one, at its file and line, with the name likely meant', () => {
+    const dir = contractDir({
+      'a.yaml': `paths:\n  /v1/things:\n    get:${operation('listThings').replace('Thing\'', 'Thingy\'')}\n`,
+      'b.yaml': `paths:\n  /v1/others:\n    get:${operation('listOthers').replace('Thing\'', 'Nothing\'')}\n`,
+    });
+    let message = '';
+    try {
+      buildContract(dir);
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    const line = (file: string) => fs.readFileSync(path.join(dir, 'paths', file), 'utf8').split('\n').findIndex((text) => text.includes('$ref')) + 1;
+    expect(message.split('\n')).toEqual([
+      expect.stringMatching(new RegExp(`paths/a\\.yaml:${line('a.yaml')}:\\d+: unresolved \\$ref #/components/schemas/Thingy \\(did you mean #/components/schemas/Thing\\?\\) at #/paths/~1v1~1things/get/responses/200/content/application~1json/schema/\\$ref$`)),
+      expect.stringMatching(new RegExp(`paths/b\\.yaml:${line('b.yaml')}:\\d+: unresolved \\$ref #/components/schemas/Nothing at `)),
+    ]);
+  });
+
+  it('refuses an event type written in some of its places and not the others, naming them', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-contract-events-'));
+    try {
+      fs.cpSync(path.join(__dirname, '..', 'contract'), dir, { recursive: true });
+      const events = path.join(dir, 'paths', 'events.yaml');
+      fs.writeFileSync(events, fs.readFileSync(events, 'utf8').replace('        - user.updated\n', '        - user.updated\n        - user.deleted\n'));
+      expect(() => buildContract(dir)).toThrow('event type user.deleted is missing from webhooks, components.schemas.Event.oneOf (a variant whose properties.type.const is the type), components.schemas.IntegrationEvent.discriminator.mapping');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names the file of a YAML syntax error, with its line', () => {
+    const dir = contractDir({ 'a.yaml': 'paths:\n  /v1/things:\n    get: [unclosed\n' });
+    expect(() => buildContract(dir)).toThrow(new RegExp(`${path.join(dir, 'paths', 'a.yaml').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:\\d+:\\d+: Flow sequence`));
   });
 
   it('refuses an operationId used twice and an operation without a scope', () => {

@@ -87,4 +87,47 @@ describe('npm run lint:contract (scripts/lintContract.ts)', () => {
     // the exceptions in .redocly.lint-ignore.yaml hold for this bundle of the contract too
     expect(result.stdout).toMatch(/: 1 error, 0 warnings, 4 more excepted in \.redocly\.lint-ignore\.yaml\n$/);
   }, 60_000);
+
+  const lint = (args: string[]) => promisify(execFile)(process.execPath, [path.join(root, 'node_modules/tsx/dist/cli.mjs'), 'scripts/lintContract.ts', ...args], { cwd: root, timeout: 60_000, maxBuffer: 64 * 1024 * 1024 })
+    .then(({ stdout }) => ({ code: 0, stdout }), (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }));
+
+  it('fails on a bundle older than the contract (an edit not generated yet), even when it finds nothing', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-lint-stale-'));
+    try {
+      const copy = path.join(dir, 'contract');
+      fs.cpSync(contractDir, copy, { recursive: true });
+      const logs = path.join(copy, 'paths', 'logs.yaml');
+      fs.writeFileSync(logs, fs.readFileSync(logs, 'utf8').replace('summary: Add a log entry to an entity', 'summary: Append a log entry to an entity'));
+      const result = await lint(['--contract', copy, '--bundle', path.join(root, 'generated', 'openapi.json')]);
+      expect(result.code).toBe(1);
+      expect(result.stdout).toMatch(/: 0 errors, 0 warnings, 4 more excepted in \.redocly\.lint-ignore\.yaml\n.* is not what .* bundles to now: run `npm run generate`, then lint again/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('lists every finding, each line once: a wrong example of the feed fails once per event type it is checked against', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-lint-many-'));
+    try {
+      const copy = path.join(dir, 'contract');
+      fs.cpSync(contractDir, copy, { recursive: true });
+      const events = path.join(copy, 'paths', 'events.yaml');
+      const text = fs.readFileSync(events, 'utf8');
+      // the list's example check-in, in a status that does not exist
+      expect(text).toContain('"status":"active","arrivalWindowStartAt"');
+      fs.writeFileSync(events, text.replace('"status":"active","arrivalWindowStartAt"', '"status":"on_site","arrivalWindowStartAt"'));
+      const bundle = path.join(dir, 'openapi.json');
+      fs.writeFileSync(bundle, JSON.stringify(buildContract(copy), null, 2) + '\n');
+      const result = await lint(['--contract', copy, '--bundle', bundle]);
+      expect(result.code).toBe(1);
+      const findings = result.stdout.split('\n').filter((line) => /  (error|warning)  /.test(line));
+      const reported = Number(/: (\d+) errors?,/.exec(result.stdout)?.[1]);
+      // Redocly's own report stops at 100 unless told otherwise; the count is Redocly's, the lines are distinct
+      expect(reported).toBeGreaterThan(100);
+      expect(new Set(findings).size).toBe(findings.length);
+      expect(findings.every((line) => line.startsWith(events))).toBe(true);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

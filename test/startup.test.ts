@@ -54,9 +54,17 @@ describe('configuration', () => {
     ['REDIS_URL', 'redis://:my S3cret@10.0.0.1:6379', 'REDIS_URL="redis://:***@10.0.0.1:6379" is invalid'],
     ['DATABASE_URL', 'postgres:/app:S3cret@db/fieldops', 'DATABASE_URL="postgres:/app:***@db/fieldops" is invalid'],
     ['DATABASE_URL', 'postgress://app:p@S3cret@db/fieldops', 'DATABASE_URL="postgress://app:***@db/fieldops" is invalid'],
-    ['PUBLIC_BASE_URL', 'fieldops.example.com', 'PUBLIC_BASE_URL="fieldops.example.com" is invalid: expected the URL clients reach this API at'],
+    ['PUBLIC_BASE_URL', 'fieldops.example.com', 'PUBLIC_BASE_URL="fieldops.example.com" is invalid: expected the origin clients reach this API at'],
     ['PUBLIC_BASE_URL', 'ftp://fieldops.example.com', 'PUBLIC_BASE_URL="ftp://fieldops.example.com" is invalid'],
-    ['PUBLIC_BASE_URL', 'https://fieldops.example.com/?v=1', 'PUBLIC_BASE_URL="https://fieldops.example.com/?v=1" is invalid'],
+    // a path would not reach the API (it is served at the root of its host), and /v1 would be doubled
+    ['PUBLIC_BASE_URL', 'https://gateway.example.com/fieldops', 'no path, query, fragment or credentials: the API is served at the root of its host'],
+    ['PUBLIC_BASE_URL', 'https://fieldops.example.com/v1', 'PUBLIC_BASE_URL="https://fieldops.example.com/v1" is invalid'],
+    // what a URL parser would drop without a word
+    ['PUBLIC_BASE_URL', 'https://fieldops.example.com?', 'PUBLIC_BASE_URL="https://fieldops.example.com?" is invalid'],
+    ['PUBLIC_BASE_URL', 'https://fieldops.example.com#', 'PUBLIC_BASE_URL="https://fieldops.example.com#" is invalid'],
+    ['PUBLIC_BASE_URL', 'http://:@fieldops.example.com', 'PUBLIC_BASE_URL="http://:***@fieldops.example.com" is invalid'],
+    ['PUBLIC_BASE_URL', 'https://fieldops example.com', 'PUBLIC_BASE_URL="https://fieldops example.com" is invalid'],
+    ['PUBLIC_BASE_URL', 'https://%zz', 'PUBLIC_BASE_URL="https://%zz" is invalid'],
     ['PUBLIC_BASE_URL', 'https://ops:S3cret@fieldops.example.com', 'PUBLIC_BASE_URL="https://ops:***@fieldops.example.com" is invalid'],
     // valid alone, not together with the rest
     ['RATE_LIMIT_STORE', 'redis', 'RATE_LIMIT_STORE=redis needs REDIS_URL'],
@@ -67,8 +75,9 @@ describe('configuration', () => {
     expect(() => loadConfig({ [name]: value })).not.toThrow('S3cret');
   });
 
-  it('takes PUBLIC_BASE_URL with a path prefix, without its trailing slash', () => {
-    expect(loadConfig({ PUBLIC_BASE_URL: 'https://ops.example.com/fieldops/' }).publicBaseUrl).toBe('https://ops.example.com/fieldops');
+  it('takes PUBLIC_BASE_URL as an origin, in its normal form', () => {
+    expect(loadConfig({ PUBLIC_BASE_URL: 'https://Ops.Example.com:443/' }).publicBaseUrl).toBe('https://ops.example.com');
+    expect(loadConfig({ PUBLIC_BASE_URL: 'http://10.0.0.5:8080' }).publicBaseUrl).toBe('http://10.0.0.5:8080');
     expect(loadConfig({}).publicBaseUrl).toBeUndefined();
   });
 

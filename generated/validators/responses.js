@@ -1549,7 +1549,7 @@ return errors === 0;
 validate79.evaluated = {"props":{"error":true,"code":true,"details":true,"requestId":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.Event = validate80;
-const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"$ref":"components#/$defs/EventSequence"},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"type":"object","additionalProperties":true,"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}},"oneOf":[{"type":"object","properties":{"type":{"const":"site.created"},"data":{"$ref":"components#/$defs/Site"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"site.updated"},"data":{"$ref":"components#/$defs/Site"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"site.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"user.created"},"data":{"$ref":"components#/$defs/User"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"user.updated"},"data":{"$ref":"components#/$defs/User"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.created"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"checkin.activated"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.checked_out"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.updated"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"log.created"},"data":{"$ref":"components#/$defs/Log"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"sensor_readings.ingested"},"data":{"$ref":"components#/$defs/SensorReadingsIngested"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"asset.created"},"data":{"$ref":"components#/$defs/Asset"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"asset.updated"},"data":{"$ref":"components#/$defs/Asset"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"asset.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"issue.created"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"issue.updated"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"issue.resolved"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"issue.closed"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"template.created"},"data":{"$ref":"components#/$defs/Template"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"template.updated"},"data":{"$ref":"components#/$defs/Template"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"template.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"run.started"},"data":{"$ref":"components#/$defs/Run"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"run.updated"},"data":{"$ref":"components#/$defs/Run"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"run.completed"},"data":{"$ref":"components#/$defs/Run"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"schedule.created"},"data":{"$ref":"components#/$defs/Schedule"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"schedule.updated"},"data":{"$ref":"components#/$defs/Schedule"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"schedule.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]}]};
+const schema33 = {"type":"object","required":["id","type","sequence","occurredAt","data"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `evt_`. Also the `webhook-id` of its deliveries."},"type":{"$ref":"components#/$defs/EventType"},"sequence":{"$ref":"components#/$defs/EventSequence"},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"data":{"description":"The resource exactly as `GET` returned it after the change; for a deletion the tombstone `{id, deleted: true}`. Its schema is the variant of `type`."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}},"oneOf":[{"type":"object","properties":{"type":{"const":"site.created"},"data":{"$ref":"components#/$defs/Site"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"site.updated"},"data":{"$ref":"components#/$defs/Site"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"site.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"user.created"},"data":{"$ref":"components#/$defs/User"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"user.updated"},"data":{"$ref":"components#/$defs/User"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.created"},"data":{"$ref":"components#/$defs/Checkin"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"checkin.activated"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.checked_out"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"checkin.updated"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"log.created"},"data":{"$ref":"components#/$defs/Log"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"sensor_readings.ingested"},"data":{"$ref":"components#/$defs/SensorReadingsIngested"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"asset.created"},"data":{"$ref":"components#/$defs/Asset"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"asset.updated"},"data":{"$ref":"components#/$defs/Asset"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"asset.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"issue.created"},"data":{"$ref":"components#/$defs/Issue"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"issue.updated"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"issue.resolved"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"issue.closed"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"template.created"},"data":{"$ref":"components#/$defs/Template"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"template.updated"},"data":{"$ref":"components#/$defs/Template"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"template.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"run.started"},"data":{"$ref":"components#/$defs/Run"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"run.updated"},"data":{"$ref":"components#/$defs/Run"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"run.completed"},"data":{"$ref":"components#/$defs/Run"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"schedule.created"},"data":{"$ref":"components#/$defs/Schedule"}},"required":["type","data"]},{"type":"object","properties":{"type":{"const":"schedule.updated"},"data":{"$ref":"components#/$defs/Schedule"},"changedFields":{"$ref":"components#/$defs/ChangedFields"}},"required":["type","data","changedFields"]},{"type":"object","properties":{"type":{"const":"schedule.deleted"},"data":{"$ref":"components#/$defs/Tombstone"}},"required":["type","data"]}]};
 const schema34 = {"type":"object","required":["id","name","address","latitude","longitude","geofenceRadiusMeters","timezone","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `site_`."},"name":{"type":"string"},"address":{"type":["string","null"]},"latitude":{"type":["number","null"],"minimum":-90,"maximum":90},"longitude":{"type":["number","null"],"minimum":-180,"maximum":180},"geofenceRadiusMeters":{"type":"number","minimum":10,"maximum":5000},"timezone":{"type":["string","null"],"description":"IANA time zone name."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 
 function validate81(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -1836,12 +1836,64 @@ return errors === 0;
 }
 validate81.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema35 = {"type":"object","description":"The `data` of a deletion event.","required":["id","deleted"],"properties":{"id":{"type":"string"},"deleted":{"type":"boolean","const":true}}};
+const schema35 = {"type":"array","description":"Update events only: the names of the fields whose value changed (`updatedAt` is never listed). Never empty: an update that changes nothing records no event.","minItems":1,"items":{"type":"string"}};
 
 function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
 const evaluated0 = validate86.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(Array.isArray(data)){
+if(data.length < 1){
+const err0 = {instancePath,schemaPath:"#/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+const len0 = data.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data[i0] !== "string"){
+const err1 = {instancePath:instancePath+"/" + i0,schemaPath:"#/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+else {
+const err2 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+validate86.errors = vErrors;
+return errors === 0;
+}
+validate86.evaluated = {"items":true,"dynamicProps":false,"dynamicItems":false};
+
+const schema36 = {"type":"object","description":"The `data` of a deletion event.","required":["id","deleted"],"properties":{"id":{"type":"string"},"deleted":{"type":"boolean","const":true}}};
+
+function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate88.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1915,18 +1967,18 @@ vErrors.push(err5);
 }
 errors++;
 }
-validate86.errors = vErrors;
+validate88.errors = vErrors;
 return errors === 0;
 }
-validate86.evaluated = {"props":{"id":true,"deleted":true},"dynamicProps":false,"dynamicItems":false};
+validate88.evaluated = {"props":{"id":true,"deleted":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema36 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema37 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
+const schema37 = {"type":"object","required":["id","userId","lastLocationSiteId","lastLocationCheckinId","lastLocationLat","lastLocationLng","lastLocationAccuracyMeters","lastLocationSource","lastLocationCapturedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated profile identifier, prefix `usr_`; distinct from `userId`."},"userId":{"type":"string","description":"External user identity; unique per organization; never changes."},"lastLocationSiteId":{"type":["string","null"],"description":"Site of the last known location."},"lastLocationCheckinId":{"type":["string","null"],"description":"Check-in that produced the last location."},"lastLocationLat":{"type":["number","null"],"minimum":-90,"maximum":90},"lastLocationLng":{"type":["number","null"],"minimum":-180,"maximum":180},"lastLocationAccuracyMeters":{"type":["number","null"],"minimum":0},"lastLocationSource":{"oneOf":[{"$ref":"components#/$defs/LastLocationSource"},{"type":"null"}]},"lastLocationCapturedAt":{"type":["string","null"],"format":"date-time","description":"When the location was captured (UTC with milliseconds)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema38 = {"type":"string","enum":["site_checkin_created","site_checkin_activated","device","manual"],"description":"What produced the last location: `site_checkin_created` (a check-in created with coordinates), `site_checkin_activated` (a check-in became active, also a walk-in created active), `device` (a position reported by the user's device), `manual` (entered by a person). New values may be added within v1; treat an unknown value as \"other\"."};
 
-function validate89(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate91(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate89.evaluated;
+const evaluated0 = validate91.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1944,7 +1996,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "site_checkin_created") || (data === "site_checkin_activated")) || (data === "device")) || (data === "manual"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema37.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema38.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -1953,16 +2005,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate89.errors = vErrors;
+validate91.errors = vErrors;
 return errors === 0;
 }
-validate89.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate91.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate88(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate90(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate88.evaluated;
+const evaluated0 = validate90.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2107,7 +2159,7 @@ errors++;
 if(data.lastLocationSiteId !== undefined){
 let data2 = data.lastLocationSiteId;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema36.properties.lastLocationSiteId.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema37.properties.lastLocationSiteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -2120,7 +2172,7 @@ errors++;
 if(data.lastLocationCheckinId !== undefined){
 let data3 = data.lastLocationCheckinId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema36.properties.lastLocationCheckinId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema37.properties.lastLocationCheckinId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -2133,7 +2185,7 @@ errors++;
 if(data.lastLocationLat !== undefined){
 let data4 = data.lastLocationLat;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema36.properties.lastLocationLat.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema37.properties.lastLocationLat.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -2168,7 +2220,7 @@ errors++;
 if(data.lastLocationLng !== undefined){
 let data5 = data.lastLocationLng;
 if((!((typeof data5 == "number") && (isFinite(data5)))) && (data5 !== null)){
-const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema36.properties.lastLocationLng.type},message:"must be number,null"};
+const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema37.properties.lastLocationLng.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -2203,7 +2255,7 @@ errors++;
 if(data.lastLocationAccuracyMeters !== undefined){
 let data6 = data.lastLocationAccuracyMeters;
 if((!((typeof data6 == "number") && (isFinite(data6)))) && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema36.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
+const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema37.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -2231,8 +2283,8 @@ const _errs16 = errors;
 let valid1 = false;
 let passing0 = null;
 const _errs17 = errors;
-if(!(validate89(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate89.errors : vErrors.concat(validate89.errors);
+if(!(validate91(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate91.errors : vErrors.concat(validate91.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs17 === errors;
@@ -2287,7 +2339,7 @@ vErrors = null;
 if(data.lastLocationCapturedAt !== undefined){
 let data8 = data.lastLocationCapturedAt;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema36.properties.lastLocationCapturedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema37.properties.lastLocationCapturedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -2332,19 +2384,19 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate88.errors = vErrors;
+validate90.errors = vErrors;
 return errors === 0;
 }
-validate88.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate90.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema38 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema39 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
+const schema39 = {"type":"object","description":"An append-only log entry. It never changes, so it has no `updatedAt`.","required":["id","entityType","entityId","entryType","message","source","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `log_`."},"entityType":{"$ref":"components#/$defs/LogEntityType"},"entityId":{"$ref":"components#/$defs/LogEntityId"},"entryType":{"$ref":"components#/$defs/LogEntryType"},"message":{"type":"string"},"source":{"$ref":"components#/$defs/LogSource"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema40 = {"type":"string","pattern":"^[a-z][a-z0-9_]{0,39}$","description":"Kind of entity the entry is attached to: a lower-case word (letters, digits, `_`; up to 40 characters) such as `checkin`, `site`, `asset` or `issue`. Deliberately open, so entries can be attached to new kinds of entity without a contract change.","examples":["checkin"]};
 const pattern4 = new RegExp("^[a-z][a-z0-9_]{0,39}$", "u");
 
-function validate100(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate106(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate100.evaluated;
+const evaluated0 = validate106.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2373,18 +2425,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate100.errors = vErrors;
+validate106.errors = vErrors;
 return errors === 0;
 }
-validate100.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate106.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema40 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
+const schema41 = {"type":"string","minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:-]+$","description":"Identifier of the entity (letters, digits, `_ . : -`; up to 128 characters). Not looked up.","examples":["chk_8f3k2m9q4t7w1x5z6c0v2b8n"]};
 const pattern5 = new RegExp("^[A-Za-z0-9_.:-]+$", "u");
 
-function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate108(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate102.evaluated;
+const evaluated0 = validate108.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2433,17 +2485,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate102.errors = vErrors;
+validate108.errors = vErrors;
 return errors === 0;
 }
-validate102.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate108.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema41 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
+const schema42 = {"type":"string","enum":["comment","note","status"],"description":"`comment` (a person's remark), `note` (an operational note), `status` (a status update)."};
 
-function validate104(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate110(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate104.evaluated;
+const evaluated0 = validate110.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2461,7 +2513,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "comment") || (data === "note")) || (data === "status"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema41.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema42.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -2470,18 +2522,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate104.errors = vErrors;
+validate110.errors = vErrors;
 return errors === 0;
 }
-validate104.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate110.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema42 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
+const schema43 = {"type":"string","pattern":"^[a-z][a-z0-9_.-]{0,39}$","description":"Origin of the entry: a lower-case word (letters, digits, `_ . -`; up to 40 characters) such as `api`, `mobile_app` or `integration.acme`.","examples":["api"]};
 const pattern6 = new RegExp("^[a-z][a-z0-9_.-]{0,39}$", "u");
 
-function validate106(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate112(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate106.evaluated;
+const evaluated0 = validate112.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2510,16 +2562,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate106.errors = vErrors;
+validate112.errors = vErrors;
 return errors === 0;
 }
-validate106.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate112.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate99(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate105(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate99.evaluated;
+const evaluated0 = validate105.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2610,20 +2662,20 @@ errors++;
 }
 }
 if(data.entityType !== undefined){
-if(!(validate100(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate100.errors : vErrors.concat(validate100.errors);
+if(!(validate106(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
 errors = vErrors.length;
 }
 }
 if(data.entityId !== undefined){
-if(!(validate102(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate102.errors : vErrors.concat(validate102.errors);
+if(!(validate108(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate108.errors : vErrors.concat(validate108.errors);
 errors = vErrors.length;
 }
 }
 if(data.entryType !== undefined){
-if(!(validate104(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate104.errors : vErrors.concat(validate104.errors);
+if(!(validate110(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
 errors = vErrors.length;
 }
 }
@@ -2640,8 +2692,8 @@ errors++;
 }
 }
 if(data.source !== undefined){
-if(!(validate106(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
+if(!(validate112(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate112.errors : vErrors.concat(validate112.errors);
 errors = vErrors.length;
 }
 }
@@ -2662,18 +2714,18 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate99.errors = vErrors;
+validate105.errors = vErrors;
 return errors === 0;
 }
-validate99.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate105.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema43 = {"type":"object","description":"The `data` of `sensor_readings.ingested`: the counts of the batch and the readings it stored (duplicates left out).","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0},"duplicates":{"type":"integer","minimum":0},"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}}}};
-const schema44 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema44 = {"type":"object","description":"The `data` of `sensor_readings.ingested`: the counts of the batch and the readings it stored (duplicates left out).","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0},"duplicates":{"type":"integer","minimum":0},"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}}}};
+const schema45 = {"type":"object","description":"One stored reading. Readings never change, so there is no `updatedAt`.","required":["id","provider","sensorExternalId","sensorName","siteId","metric","value","unit","occurredAt","createdAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `srd_`."},"provider":{"type":"string","description":"Sensor provider name."},"sensorExternalId":{"type":"string","description":"Identifier of the sensor at the provider."},"sensorName":{"type":["string","null"],"description":"Display name of the sensor, `null` when none was sent."},"siteId":{"type":"string","description":"Site of the sensor."},"metric":{"type":"string","description":"Measured quantity, e.g. `temperature_c`, `humidity_pct`."},"value":{"type":"number","description":"Measured value (stored as a double)."},"unit":{"type":"string","description":"Unit of `value`, e.g. `C`, `%`."},"occurredAt":{"$ref":"components#/$defs/Timestamp"},"createdAt":{"$ref":"components#/$defs/Timestamp"}}};
 
-function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate117(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate111.evaluated;
+const evaluated0 = validate117.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2820,7 +2872,7 @@ errors++;
 if(data.sensorName !== undefined){
 let data3 = data.sensorName;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema44.properties.sensorName.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema45.properties.sensorName.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -2902,16 +2954,16 @@ vErrors.push(err18);
 }
 errors++;
 }
-validate111.errors = vErrors;
+validate117.errors = vErrors;
 return errors === 0;
 }
-validate111.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate117.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate110(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate110.evaluated;
+const evaluated0 = validate116.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3004,8 +3056,8 @@ let data2 = data.data;
 if(Array.isArray(data2)){
 const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate111(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate111.errors : vErrors.concat(validate111.errors);
+if(!(validate117(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate117.errors : vErrors.concat(validate117.errors);
 errors = vErrors.length;
 }
 }
@@ -3032,18 +3084,18 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate110.errors = vErrors;
+validate116.errors = vErrors;
 return errors === 0;
 }
-validate110.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate116.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema45 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema46 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
+const schema46 = {"type":"object","required":["id","title","description","status","priority","siteId","assetId","runId","assigneeUserId","dueAt","resolvedAt","closedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `iss_`."},"title":{"type":"string"},"description":{"type":["string","null"]},"status":{"$ref":"components#/$defs/IssueStatus"},"priority":{"$ref":"components#/$defs/IssuePriority"},"siteId":{"type":["string","null"]},"assetId":{"type":["string","null"]},"runId":{"type":["string","null"],"description":"The inspection run the issue was raised from."},"assigneeUserId":{"type":["string","null"],"description":"External user identity responsible for the fix."},"dueAt":{"type":["string","null"],"format":"date-time"},"resolvedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `resolved`; cleared on reopening."},"closedAt":{"type":["string","null"],"format":"date-time","description":"Set by the server when the issue becomes `closed`; cleared on reopening."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema47 = {"type":"string","enum":["open","in_progress","resolved","closed"]};
 
-function validate120(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate127(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate120.evaluated;
+const evaluated0 = validate127.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3061,7 +3113,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "open") || (data === "in_progress")) || (data === "resolved")) || (data === "closed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema46.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema47.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3070,17 +3122,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate120.errors = vErrors;
+validate127.errors = vErrors;
 return errors === 0;
 }
-validate120.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate127.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema47 = {"type":"string","enum":["low","medium","high","critical"]};
+const schema48 = {"type":"string","enum":["low","medium","high","critical"]};
 
-function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate129(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate122.evaluated;
+const evaluated0 = validate129.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3098,7 +3150,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((((data === "low") || (data === "medium")) || (data === "high")) || (data === "critical"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema47.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema48.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3107,16 +3159,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate122.errors = vErrors;
+validate129.errors = vErrors;
 return errors === 0;
 }
-validate122.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate129.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate119(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate126(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate119.evaluated;
+const evaluated0 = validate126.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3291,7 +3343,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema45.properties.description.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema46.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -3302,21 +3354,21 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate120(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
+if(!(validate127(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate127.errors : vErrors.concat(validate127.errors);
 errors = vErrors.length;
 }
 }
 if(data.priority !== undefined){
-if(!(validate122(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate122.errors : vErrors.concat(validate122.errors);
+if(!(validate129(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate129.errors : vErrors.concat(validate129.errors);
 errors = vErrors.length;
 }
 }
 if(data.siteId !== undefined){
 let data5 = data.siteId;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema45.properties.siteId.type},message:"must be string,null"};
+const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema46.properties.siteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -3329,7 +3381,7 @@ errors++;
 if(data.assetId !== undefined){
 let data6 = data.assetId;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema45.properties.assetId.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema46.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -3342,7 +3394,7 @@ errors++;
 if(data.runId !== undefined){
 let data7 = data.runId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema45.properties.runId.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema46.properties.runId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -3355,7 +3407,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data8 = data.assigneeUserId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema45.properties.assigneeUserId.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema46.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -3368,7 +3420,7 @@ errors++;
 if(data.dueAt !== undefined){
 let data9 = data.dueAt;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema45.properties.dueAt.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema46.properties.dueAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -3393,7 +3445,7 @@ errors++;
 if(data.resolvedAt !== undefined){
 let data10 = data.resolvedAt;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema45.properties.resolvedAt.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema46.properties.resolvedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -3418,7 +3470,7 @@ errors++;
 if(data.closedAt !== undefined){
 let data11 = data.closedAt;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema45.properties.closedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema46.properties.closedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -3463,19 +3515,19 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate119.errors = vErrors;
+validate126.errors = vErrors;
 return errors === 0;
 }
-validate119.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate126.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema48 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema49 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
-const schema50 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
+const schema49 = {"type":"object","required":["id","name","description","version","items","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `tpl_`."},"name":{"type":"string"},"description":{"type":["string","null"]},"version":{"type":"integer","minimum":1,"description":"Starts at 1; every update adds one."},"items":{"type":"array","items":{"$ref":"components#/$defs/TemplateItem"}},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema50 = {"type":"object","required":["id","label","type","required","options"],"properties":{"id":{"type":"string","description":"Client-chosen, unique within the template; the key of the item's answer in a run."},"label":{"type":"string"},"type":{"$ref":"components#/$defs/TemplateItemType"},"required":{"type":"boolean","description":"A run cannot be completed until every required item is answered."},"options":{"type":["array","null"],"items":{"type":"string"},"description":"The allowed answers of a `choice` item; `null` for the other types."}}};
+const schema51 = {"type":"string","enum":["yes_no","text","number","choice","photo_url"],"description":"What an answer must be: `yes_no` a boolean, `text` a non-empty string, `number` a number, `choice` one of the item's `options`, `photo_url` an http(s) URL."};
 
-function validate132(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate132.evaluated;
+const evaluated0 = validate142.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3493,7 +3545,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((data === "yes_no") || (data === "text")) || (data === "number")) || (data === "choice")) || (data === "photo_url"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema50.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema51.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3502,16 +3554,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate132.errors = vErrors;
+validate142.errors = vErrors;
 return errors === 0;
 }
-validate132.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate142.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate131(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate141(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate131.evaluated;
+const evaluated0 = validate141.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3594,8 +3646,8 @@ errors++;
 }
 }
 if(data.type !== undefined){
-if(!(validate132(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate132.errors : vErrors.concat(validate132.errors);
+if(!(validate142(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
 errors = vErrors.length;
 }
 }
@@ -3614,7 +3666,7 @@ errors++;
 if(data.options !== undefined){
 let data4 = data.options;
 if((!(Array.isArray(data4))) && (data4 !== null)){
-const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema49.properties.options.type},message:"must be array,null"};
+const err8 = {instancePath:instancePath+"/options",schemaPath:"#/properties/options/type",keyword:"type",params:{type: schema50.properties.options.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err8];
 }
@@ -3650,16 +3702,16 @@ vErrors.push(err10);
 }
 errors++;
 }
-validate131.errors = vErrors;
+validate141.errors = vErrors;
 return errors === 0;
 }
-validate131.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
+validate141.evaluated = {"props":{"id":true,"label":true,"type":true,"required":true,"options":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate130(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate140(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate130.evaluated;
+const evaluated0 = validate140.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3764,7 +3816,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema48.properties.description.type},message:"must be string,null"};
+const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema49.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -3804,8 +3856,8 @@ let data4 = data.items;
 if(Array.isArray(data4)){
 const len0 = data4.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate131(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
+if(!(validate141(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate141.errors : vErrors.concat(validate141.errors);
 errors = vErrors.length;
 }
 }
@@ -3844,18 +3896,18 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate130.errors = vErrors;
+validate140.errors = vErrors;
 return errors === 0;
 }
-validate130.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate140.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema51 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema52 = {"type":"string","enum":["in_progress","completed"]};
+const schema52 = {"type":"object","required":["id","templateId","templateVersion","items","siteId","userId","assetId","occurrenceId","status","answers","score","failedItemIds","startedAt","completedAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `run_`."},"templateId":{"type":"string"},"templateVersion":{"type":"integer","minimum":1,"description":"The template version the run was started with."},"items":{"type":"array","description":"The items of that template version, which `answers` refer to.","items":{"$ref":"components#/$defs/TemplateItem"}},"siteId":{"type":"string"},"userId":{"type":"string","description":"External user identity of the inspector."},"assetId":{"type":["string","null"]},"occurrenceId":{"type":["string","null"],"description":"The calendar occurrence the run was started for."},"status":{"$ref":"components#/$defs/RunStatus"},"answers":{"type":"object","description":"Item id → answer.","additionalProperties":{"$ref":"components#/$defs/AnswerValue"}},"score":{"type":["number","null"],"minimum":0,"maximum":1,"description":"Set on completion — share of answered `yes_no` items answered yes; `null` before completion or when no `yes_no` item is answered."},"failedItemIds":{"type":["array","null"],"items":{"type":"string"},"description":"Set on completion — the `yes_no` items answered no; `null` before completion."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"completedAt":{"type":["string","null"],"format":"date-time"},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema53 = {"type":"string","enum":["in_progress","completed"]};
 
-function validate142(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate153(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate142.evaluated;
+const evaluated0 = validate153.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3873,7 +3925,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!((data === "in_progress") || (data === "completed"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema52.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema53.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -3882,17 +3934,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate142.errors = vErrors;
+validate153.errors = vErrors;
 return errors === 0;
 }
-validate142.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate153.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema53 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
+const schema54 = {"type":["boolean","string","number"],"description":"An answer; which JSON type depends on the item's type."};
 
-function validate144(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate155(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate144.evaluated;
+const evaluated0 = validate155.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3900,7 +3952,7 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(((typeof data !== "boolean") && (typeof data !== "string")) && (!((typeof data == "number") && (isFinite(data))))){
-const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema53.type},message:"must be boolean,string,number"};
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: schema54.type},message:"must be boolean,string,number"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -3909,16 +3961,16 @@ vErrors.push(err0);
 }
 errors++;
 }
-validate144.errors = vErrors;
+validate155.errors = vErrors;
 return errors === 0;
 }
-validate144.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate155.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate140(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate151(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate140.evaluated;
+const evaluated0 = validate151.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4140,8 +4192,8 @@ let data3 = data.items;
 if(Array.isArray(data3)){
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate131(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
+if(!(validate141(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate141.errors : vErrors.concat(validate141.errors);
 errors = vErrors.length;
 }
 }
@@ -4184,7 +4236,7 @@ errors++;
 if(data.assetId !== undefined){
 let data7 = data.assetId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema51.properties.assetId.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema52.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -4197,7 +4249,7 @@ errors++;
 if(data.occurrenceId !== undefined){
 let data8 = data.occurrenceId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema51.properties.occurrenceId.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema52.properties.occurrenceId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -4208,8 +4260,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate142(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
+if(!(validate153(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
 errors = vErrors.length;
 }
 }
@@ -4217,8 +4269,8 @@ if(data.answers !== undefined){
 let data10 = data.answers;
 if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
 for(const key0 in data10){
-if(!(validate144(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate144.errors : vErrors.concat(validate144.errors);
+if(!(validate155(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate155.errors : vErrors.concat(validate155.errors);
 errors = vErrors.length;
 }
 }
@@ -4237,7 +4289,7 @@ errors++;
 if(data.score !== undefined){
 let data12 = data.score;
 if((!((typeof data12 == "number") && (isFinite(data12)))) && (data12 !== null)){
-const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema51.properties.score.type},message:"must be number,null"};
+const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema52.properties.score.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -4272,7 +4324,7 @@ errors++;
 if(data.failedItemIds !== undefined){
 let data13 = data.failedItemIds;
 if((!(Array.isArray(data13))) && (data13 !== null)){
-const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema51.properties.failedItemIds.type},message:"must be array,null"};
+const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema52.properties.failedItemIds.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -4306,7 +4358,7 @@ errors = vErrors.length;
 if(data.completedAt !== undefined){
 let data16 = data.completedAt;
 if((typeof data16 !== "string") && (data16 !== null)){
-const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema51.properties.completedAt.type},message:"must be string,null"};
+const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema52.properties.completedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -4351,19 +4403,19 @@ vErrors.push(err33);
 }
 errors++;
 }
-validate140.errors = vErrors;
+validate151.errors = vErrors;
 return errors === 0;
 }
-validate140.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate151.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema54 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema55 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
+const schema55 = {"type":"object","required":["id","templateId","siteId","assigneeUserId","timezone","startsAt","startsAtUtc","durationMinutes","recurrence","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `sch_`."},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"timezone":{"type":"string","description":"IANA time zone name the schedule is evaluated in."},"startsAt":{"$ref":"components#/$defs/LocalDateTime"},"startsAtUtc":{"$ref":"components#/$defs/Timestamp","description":"The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`."},"durationMinutes":{"type":"integer","minimum":1,"maximum":10080},"recurrence":{"type":["string","null"],"description":"The RRULE (normalized: upper case, no `RRULE:` prefix), or `null` for a single occurrence."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema56 = {"type":"string","pattern":"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$","description":"A wall-clock date and time without offset (`2026-03-23T09:00:00`), read in the schedule's `timezone`. A time skipped by a daylight-saving change (02:30 on a spring-forward night) moves forward by the length of the gap; a time that happens twice (autumn) means the first of the two.","examples":["2026-03-23T09:00:00"]};
 const pattern7 = new RegExp("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$", "u");
 
-function validate153(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate166(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate153.evaluated;
+const evaluated0 = validate166.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4392,16 +4444,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate153.errors = vErrors;
+validate166.errors = vErrors;
 return errors === 0;
 }
-validate153.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate166.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate152(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate165(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate152.evaluated;
+const evaluated0 = validate165.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4558,7 +4610,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data3 = data.assigneeUserId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema54.properties.assigneeUserId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema55.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -4581,8 +4633,8 @@ errors++;
 }
 }
 if(data.startsAt !== undefined){
-if(!(validate153(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
+if(!(validate166(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
 errors = vErrors.length;
 }
 }
@@ -4630,7 +4682,7 @@ errors++;
 if(data.recurrence !== undefined){
 let data8 = data.recurrence;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema54.properties.recurrence.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema55.properties.recurrence.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -4663,17 +4715,17 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate152.errors = vErrors;
+validate165.errors = vErrors;
 return errors === 0;
 }
-validate152.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate165.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema56 = {"type":"string","description":"`<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.","enum":["asset.created","asset.deleted","asset.updated","checkin.activated","checkin.checked_out","checkin.created","checkin.updated","issue.closed","issue.created","issue.resolved","issue.updated","log.created","run.completed","run.started","run.updated","schedule.created","schedule.deleted","schedule.updated","sensor_readings.ingested","site.created","site.deleted","site.updated","template.created","template.deleted","template.updated","user.created","user.updated"]};
+const schema57 = {"type":"string","description":"`<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.","enum":["asset.created","asset.deleted","asset.updated","checkin.activated","checkin.checked_out","checkin.created","checkin.updated","issue.closed","issue.created","issue.resolved","issue.updated","log.created","run.completed","run.started","run.updated","schedule.created","schedule.deleted","schedule.updated","sensor_readings.ingested","site.created","site.deleted","site.updated","template.created","template.deleted","template.updated","user.created","user.updated"]};
 
-function validate161(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate175(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate161.evaluated;
+const evaluated0 = validate175.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4691,7 +4743,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((((((((((((((((((((((((((data === "asset.created") || (data === "asset.deleted")) || (data === "asset.updated")) || (data === "checkin.activated")) || (data === "checkin.checked_out")) || (data === "checkin.created")) || (data === "checkin.updated")) || (data === "issue.closed")) || (data === "issue.created")) || (data === "issue.resolved")) || (data === "issue.updated")) || (data === "log.created")) || (data === "run.completed")) || (data === "run.started")) || (data === "run.updated")) || (data === "schedule.created")) || (data === "schedule.deleted")) || (data === "schedule.updated")) || (data === "sensor_readings.ingested")) || (data === "site.created")) || (data === "site.deleted")) || (data === "site.updated")) || (data === "template.created")) || (data === "template.deleted")) || (data === "template.updated")) || (data === "user.created")) || (data === "user.updated"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema56.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema57.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -4700,18 +4752,18 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate161.errors = vErrors;
+validate175.errors = vErrors;
 return errors === 0;
 }
-validate161.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate175.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema57 = {"type":"integer","format":"int64","minimum":1,"description":"Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53."};
+const schema58 = {"type":"integer","format":"int64","minimum":1,"description":"Increases in commit order within the organization; a consumer drops an update whose sequence is lower than one it already applied. A 64-bit integer (it passes 2^31 on a busy platform), exact as a JSON number up to 2^53."};
 const formats20 = require("../../runtime/http/validationFormats").validationFormats.int64;
 
-function validate163(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate177(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate163.evaluated;
+const evaluated0 = validate177.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4750,69 +4802,17 @@ vErrors.push(err2);
 errors++;
 }
 }
-validate163.errors = vErrors;
+validate177.errors = vErrors;
 return errors === 0;
 }
-validate163.evaluated = {"dynamicProps":false,"dynamicItems":false};
-
-const schema58 = {"type":"array","description":"Update events only: the names of the fields whose value changed (`updatedAt` is never listed). Never empty: an update that changes nothing records no event.","minItems":1,"items":{"type":"string"}};
-
-function validate166(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate166.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(Array.isArray(data)){
-if(data.length < 1){
-const err0 = {instancePath,schemaPath:"#/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-const len0 = data.length;
-for(let i0=0; i0<len0; i0++){
-if(typeof data[i0] !== "string"){
-const err1 = {instancePath:instancePath+"/" + i0,schemaPath:"#/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-}
-}
-else {
-const err2 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-validate166.errors = vErrors;
-return errors === 0;
-}
-validate166.evaluated = {"items":true,"dynamicProps":false,"dynamicItems":false};
+validate177.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 const schema59 = {"type":"object","additionalProperties":true,"description":"Update events only: each field `changedFields` names, with its value before the change as `GET` showed it (`null` for a field it did not show). What a consumer needs to act on a transition — a status that went from `open` to `resolved` — without keeping a copy of the resource. Absent on update events recorded by versions before it was introduced."};
 
-function validate168(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate181(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate168.evaluated;
+const evaluated0 = validate181.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4831,10 +4831,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-validate168.errors = vErrors;
+validate181.errors = vErrors;
 return errors === 0;
 }
-validate168.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate181.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
 function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -4959,6 +4959,12 @@ vErrors = vErrors === null ? validate81.errors : vErrors.concat(validate81.error
 errors = vErrors.length;
 }
 }
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
 const err8 = {instancePath,schemaPath:"#/oneOf/1/type",keyword:"type",params:{type: "object"},message:"must be object"};
@@ -4983,9 +4989,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs10 = errors;
+const _errs11 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err9 = {instancePath,schemaPath:"#/oneOf/2/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5020,8 +5027,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -5036,7 +5043,7 @@ vErrors.push(err12);
 }
 errors++;
 }
-var _valid0 = _errs10 === errors;
+var _valid0 = _errs11 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 2];
@@ -5051,7 +5058,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs14 = errors;
+const _errs15 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err13 = {instancePath,schemaPath:"#/oneOf/3/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5086,8 +5093,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+if(!(validate90(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate90.errors : vErrors.concat(validate90.errors);
 errors = vErrors.length;
 }
 }
@@ -5102,7 +5109,7 @@ vErrors.push(err16);
 }
 errors++;
 }
-var _valid0 = _errs14 === errors;
+var _valid0 = _errs15 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 3];
@@ -5117,7 +5124,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs18 = errors;
+const _errs19 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err17 = {instancePath,schemaPath:"#/oneOf/4/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5162,8 +5169,14 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+if(!(validate90(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate90.errors : vErrors.concat(validate90.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -5178,7 +5191,7 @@ vErrors.push(err21);
 }
 errors++;
 }
-var _valid0 = _errs18 === errors;
+var _valid0 = _errs19 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 4];
@@ -5191,9 +5204,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs22 = errors;
+const _errs24 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err22 = {instancePath,schemaPath:"#/oneOf/5/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5244,7 +5258,7 @@ vErrors.push(err25);
 }
 errors++;
 }
-var _valid0 = _errs22 === errors;
+var _valid0 = _errs24 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 5];
@@ -5259,7 +5273,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs26 = errors;
+const _errs28 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err26 = {instancePath,schemaPath:"#/oneOf/6/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5309,6 +5323,12 @@ vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.error
 errors = vErrors.length;
 }
 }
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
 const err30 = {instancePath,schemaPath:"#/oneOf/6/type",keyword:"type",params:{type: "object"},message:"must be object"};
@@ -5320,7 +5340,7 @@ vErrors.push(err30);
 }
 errors++;
 }
-var _valid0 = _errs26 === errors;
+var _valid0 = _errs28 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 6];
@@ -5333,9 +5353,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs30 = errors;
+const _errs33 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err31 = {instancePath,schemaPath:"#/oneOf/7/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5385,6 +5406,12 @@ vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.error
 errors = vErrors.length;
 }
 }
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
 const err35 = {instancePath,schemaPath:"#/oneOf/7/type",keyword:"type",params:{type: "object"},message:"must be object"};
@@ -5396,7 +5423,7 @@ vErrors.push(err35);
 }
 errors++;
 }
-var _valid0 = _errs30 === errors;
+var _valid0 = _errs33 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 7];
@@ -5409,9 +5436,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs34 = errors;
+const _errs38 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err36 = {instancePath,schemaPath:"#/oneOf/8/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5461,6 +5489,12 @@ vErrors = vErrors === null ? validate65.errors : vErrors.concat(validate65.error
 errors = vErrors.length;
 }
 }
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
 const err40 = {instancePath,schemaPath:"#/oneOf/8/type",keyword:"type",params:{type: "object"},message:"must be object"};
@@ -5472,7 +5506,7 @@ vErrors.push(err40);
 }
 errors++;
 }
-var _valid0 = _errs34 === errors;
+var _valid0 = _errs38 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 8];
@@ -5485,9 +5519,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs38 = errors;
+const _errs43 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err41 = {instancePath,schemaPath:"#/oneOf/9/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5522,8 +5557,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate99(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate99.errors : vErrors.concat(validate99.errors);
+if(!(validate105(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate105.errors : vErrors.concat(validate105.errors);
 errors = vErrors.length;
 }
 }
@@ -5538,7 +5573,7 @@ vErrors.push(err44);
 }
 errors++;
 }
-var _valid0 = _errs38 === errors;
+var _valid0 = _errs43 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 9];
@@ -5553,7 +5588,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs42 = errors;
+const _errs47 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err45 = {instancePath,schemaPath:"#/oneOf/10/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5588,8 +5623,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate110(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
+if(!(validate116(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate116.errors : vErrors.concat(validate116.errors);
 errors = vErrors.length;
 }
 }
@@ -5604,7 +5639,7 @@ vErrors.push(err48);
 }
 errors++;
 }
-var _valid0 = _errs42 === errors;
+var _valid0 = _errs47 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 10];
@@ -5619,7 +5654,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs46 = errors;
+const _errs51 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err49 = {instancePath,schemaPath:"#/oneOf/11/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5670,7 +5705,7 @@ vErrors.push(err52);
 }
 errors++;
 }
-var _valid0 = _errs46 === errors;
+var _valid0 = _errs51 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 11];
@@ -5685,7 +5720,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs50 = errors;
+const _errs55 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err53 = {instancePath,schemaPath:"#/oneOf/12/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5735,6 +5770,12 @@ vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.error
 errors = vErrors.length;
 }
 }
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
 const err57 = {instancePath,schemaPath:"#/oneOf/12/type",keyword:"type",params:{type: "object"},message:"must be object"};
@@ -5746,7 +5787,7 @@ vErrors.push(err57);
 }
 errors++;
 }
-var _valid0 = _errs50 === errors;
+var _valid0 = _errs55 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 12];
@@ -5759,9 +5800,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs54 = errors;
+const _errs60 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err58 = {instancePath,schemaPath:"#/oneOf/13/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5796,8 +5838,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -5812,7 +5854,7 @@ vErrors.push(err61);
 }
 errors++;
 }
-var _valid0 = _errs54 === errors;
+var _valid0 = _errs60 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 13];
@@ -5827,7 +5869,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs58 = errors;
+const _errs64 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err62 = {instancePath,schemaPath:"#/oneOf/14/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5862,8 +5904,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
 errors = vErrors.length;
 }
 }
@@ -5878,7 +5920,7 @@ vErrors.push(err65);
 }
 errors++;
 }
-var _valid0 = _errs58 === errors;
+var _valid0 = _errs64 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 14];
@@ -5893,7 +5935,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs62 = errors;
+const _errs68 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err66 = {instancePath,schemaPath:"#/oneOf/15/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -5938,8 +5980,14 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -5954,7 +6002,7 @@ vErrors.push(err70);
 }
 errors++;
 }
-var _valid0 = _errs62 === errors;
+var _valid0 = _errs68 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 15];
@@ -5967,9 +6015,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs66 = errors;
+const _errs73 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err71 = {instancePath,schemaPath:"#/oneOf/16/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6014,8 +6063,14 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -6030,7 +6085,7 @@ vErrors.push(err75);
 }
 errors++;
 }
-var _valid0 = _errs66 === errors;
+var _valid0 = _errs73 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 16];
@@ -6043,9 +6098,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs70 = errors;
+const _errs78 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err76 = {instancePath,schemaPath:"#/oneOf/17/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6090,8 +6146,14 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -6106,7 +6168,7 @@ vErrors.push(err80);
 }
 errors++;
 }
-var _valid0 = _errs70 === errors;
+var _valid0 = _errs78 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 17];
@@ -6119,9 +6181,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs74 = errors;
+const _errs83 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err81 = {instancePath,schemaPath:"#/oneOf/18/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6156,8 +6219,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate130(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
 errors = vErrors.length;
 }
 }
@@ -6172,7 +6235,7 @@ vErrors.push(err84);
 }
 errors++;
 }
-var _valid0 = _errs74 === errors;
+var _valid0 = _errs83 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 18];
@@ -6187,7 +6250,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs78 = errors;
+const _errs87 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err85 = {instancePath,schemaPath:"#/oneOf/19/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6232,8 +6295,14 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate130(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -6248,7 +6317,7 @@ vErrors.push(err89);
 }
 errors++;
 }
-var _valid0 = _errs78 === errors;
+var _valid0 = _errs87 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 19];
@@ -6261,9 +6330,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs82 = errors;
+const _errs92 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err90 = {instancePath,schemaPath:"#/oneOf/20/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6298,8 +6368,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -6314,7 +6384,7 @@ vErrors.push(err93);
 }
 errors++;
 }
-var _valid0 = _errs82 === errors;
+var _valid0 = _errs92 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 20];
@@ -6329,7 +6399,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs86 = errors;
+const _errs96 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err94 = {instancePath,schemaPath:"#/oneOf/21/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6364,8 +6434,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+if(!(validate151(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate151.errors : vErrors.concat(validate151.errors);
 errors = vErrors.length;
 }
 }
@@ -6380,7 +6450,7 @@ vErrors.push(err97);
 }
 errors++;
 }
-var _valid0 = _errs86 === errors;
+var _valid0 = _errs96 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 21];
@@ -6395,7 +6465,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs90 = errors;
+const _errs100 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err98 = {instancePath,schemaPath:"#/oneOf/22/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6440,8 +6510,14 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+if(!(validate151(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate151.errors : vErrors.concat(validate151.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -6456,7 +6532,7 @@ vErrors.push(err102);
 }
 errors++;
 }
-var _valid0 = _errs90 === errors;
+var _valid0 = _errs100 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 22];
@@ -6469,9 +6545,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs94 = errors;
+const _errs105 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err103 = {instancePath,schemaPath:"#/oneOf/23/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6516,8 +6593,14 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+if(!(validate151(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate151.errors : vErrors.concat(validate151.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -6532,7 +6615,7 @@ vErrors.push(err107);
 }
 errors++;
 }
-var _valid0 = _errs94 === errors;
+var _valid0 = _errs105 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 23];
@@ -6545,9 +6628,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs98 = errors;
+const _errs110 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err108 = {instancePath,schemaPath:"#/oneOf/24/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6582,8 +6666,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate152(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+if(!(validate165(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate165.errors : vErrors.concat(validate165.errors);
 errors = vErrors.length;
 }
 }
@@ -6598,7 +6682,7 @@ vErrors.push(err111);
 }
 errors++;
 }
-var _valid0 = _errs98 === errors;
+var _valid0 = _errs110 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 24];
@@ -6613,7 +6697,7 @@ props0.type = true;
 props0.data = true;
 }
 }
-const _errs102 = errors;
+const _errs114 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err112 = {instancePath,schemaPath:"#/oneOf/25/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6658,8 +6742,14 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate152(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+if(!(validate165(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate165.errors : vErrors.concat(validate165.errors);
+errors = vErrors.length;
+}
+}
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
@@ -6674,7 +6764,7 @@ vErrors.push(err116);
 }
 errors++;
 }
-var _valid0 = _errs102 === errors;
+var _valid0 = _errs114 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 25];
@@ -6687,9 +6777,10 @@ if(props0 !== true){
 props0 = props0 || {};
 props0.type = true;
 props0.data = true;
+props0.changedFields = true;
 }
 }
-const _errs106 = errors;
+const _errs119 = errors;
 if(data && typeof data == "object" && !Array.isArray(data)){
 if(data.type === undefined){
 const err117 = {instancePath,schemaPath:"#/oneOf/26/required",keyword:"required",params:{missingProperty: "type"},message:"must have required property '"+"type"+"'"};
@@ -6724,8 +6815,8 @@ errors++;
 }
 }
 if(data.data !== undefined){
-if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -6740,7 +6831,7 @@ vErrors.push(err120);
 }
 errors++;
 }
-var _valid0 = _errs106 === errors;
+var _valid0 = _errs119 === errors;
 if(_valid0 && valid0){
 valid0 = false;
 passing0 = [passing0, 26];
@@ -6876,14 +6967,14 @@ errors++;
 }
 }
 if(data.type !== undefined){
-if(!(validate161(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+if(!(validate175(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate175.errors : vErrors.concat(validate175.errors);
 errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -6893,41 +6984,26 @@ vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.error
 errors = vErrors.length;
 }
 }
-if(data.data !== undefined){
-let data58 = data.data;
-if(data58 && typeof data58 == "object" && !Array.isArray(data58)){
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
-const err128 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err128 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err128];
 }
 else {
 vErrors.push(err128);
-}
-errors++;
-}
-}
-if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
-errors = vErrors.length;
-}
-}
-if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err129 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err129];
-}
-else {
-vErrors.push(err129);
 }
 errors++;
 }
@@ -6937,13 +7013,13 @@ return errors === 0;
 }
 validate80.evaluated = {"dynamicProps":true,"dynamicItems":false};
 
-exports.EventList = validate170;
+exports.EventList = validate183;
 const schema60 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Event"}},"nextCursor":{"type":"string","description":"Pass it as `after` for the next page. Always present: at the end of the feed it marks where to resume when new events arrive."}}};
 
-function validate170(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate183(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate170.evaluated;
+const evaluated0 = validate183.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7016,19 +7092,19 @@ vErrors.push(err4);
 }
 errors++;
 }
-validate170.errors = vErrors;
+validate183.errors = vErrors;
 return errors === 0;
 }
-validate170.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate183.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationActionList = validate172;
+exports.IntegrationActionList = validate185;
 const schema61 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationAction"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 const schema62 = {"type":"object","required":["key","name","description","operationId","method","path","scopes"],"properties":{"key":{"type":"string","description":"Stable key of the action, e.g. `create_issue`."},"name":{"type":"string"},"description":{"type":"string"},"operationId":{"type":"string","description":"The operation of this contract the action calls."},"method":{"type":"string","enum":["GET","POST","PATCH","PUT","DELETE"]},"path":{"type":"string","description":"Path template of the operation, e.g. `/v1/issues/{id}`."},"scopes":{"type":"array","items":{"type":"string"},"description":"Scopes the partner's API key needs to run the action."}}};
 
-function validate173(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate186(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate173.evaluated;
+const evaluated0 = validate186.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7228,16 +7304,16 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate173.errors = vErrors;
+validate186.errors = vErrors;
 return errors === 0;
 }
-validate173.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
+validate186.evaluated = {"props":{"key":true,"name":true,"description":true,"operationId":true,"method":true,"path":true,"scopes":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate172(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate185(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate172.evaluated;
+const evaluated0 = validate185.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7270,8 +7346,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate173(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate173.errors : vErrors.concat(validate173.errors);
+if(!(validate186(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate186.errors : vErrors.concat(validate186.errors);
 errors = vErrors.length;
 }
 }
@@ -7304,20 +7380,20 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate172.errors = vErrors;
+validate185.errors = vErrors;
 return errors === 0;
 }
-validate172.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate185.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationEventSamples = validate176;
+exports.IntegrationEventSamples = validate189;
 const schema63 = {"type":"object","required":["data"],"properties":{"data":{"type":"array","maxItems":3,"items":{"$ref":"components#/$defs/IntegrationEvent"}}}};
-const schema64 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"type":"object","additionalProperties":true,"description":"The resource after the change, as the API returns it, or a tombstone for a deletion."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}},"oneOf":[{"$ref":"components#/$defs/SiteCreatedWebhook"},{"$ref":"components#/$defs/SiteUpdatedWebhook"},{"$ref":"components#/$defs/SiteDeletedWebhook"},{"$ref":"components#/$defs/UserCreatedWebhook"},{"$ref":"components#/$defs/UserUpdatedWebhook"},{"$ref":"components#/$defs/CheckinCreatedWebhook"},{"$ref":"components#/$defs/CheckinActivatedWebhook"},{"$ref":"components#/$defs/CheckinCheckedOutWebhook"},{"$ref":"components#/$defs/CheckinUpdatedWebhook"},{"$ref":"components#/$defs/LogCreatedWebhook"},{"$ref":"components#/$defs/SensorReadingsIngestedWebhook"},{"$ref":"components#/$defs/AssetCreatedWebhook"},{"$ref":"components#/$defs/AssetUpdatedWebhook"},{"$ref":"components#/$defs/AssetDeletedWebhook"},{"$ref":"components#/$defs/IssueCreatedWebhook"},{"$ref":"components#/$defs/IssueUpdatedWebhook"},{"$ref":"components#/$defs/IssueResolvedWebhook"},{"$ref":"components#/$defs/IssueClosedWebhook"},{"$ref":"components#/$defs/TemplateCreatedWebhook"},{"$ref":"components#/$defs/TemplateUpdatedWebhook"},{"$ref":"components#/$defs/TemplateDeletedWebhook"},{"$ref":"components#/$defs/RunStartedWebhook"},{"$ref":"components#/$defs/RunUpdatedWebhook"},{"$ref":"components#/$defs/RunCompletedWebhook"},{"$ref":"components#/$defs/ScheduleCreatedWebhook"},{"$ref":"components#/$defs/ScheduleUpdatedWebhook"},{"$ref":"components#/$defs/ScheduleDeletedWebhook"}],"discriminator":{"propertyName":"type","mapping":{"site.created":"#/components/schemas/SiteCreatedWebhook","site.updated":"#/components/schemas/SiteUpdatedWebhook","site.deleted":"#/components/schemas/SiteDeletedWebhook","user.created":"#/components/schemas/UserCreatedWebhook","user.updated":"#/components/schemas/UserUpdatedWebhook","checkin.created":"#/components/schemas/CheckinCreatedWebhook","checkin.activated":"#/components/schemas/CheckinActivatedWebhook","checkin.checked_out":"#/components/schemas/CheckinCheckedOutWebhook","checkin.updated":"#/components/schemas/CheckinUpdatedWebhook","log.created":"#/components/schemas/LogCreatedWebhook","sensor_readings.ingested":"#/components/schemas/SensorReadingsIngestedWebhook","asset.created":"#/components/schemas/AssetCreatedWebhook","asset.updated":"#/components/schemas/AssetUpdatedWebhook","asset.deleted":"#/components/schemas/AssetDeletedWebhook","issue.created":"#/components/schemas/IssueCreatedWebhook","issue.updated":"#/components/schemas/IssueUpdatedWebhook","issue.resolved":"#/components/schemas/IssueResolvedWebhook","issue.closed":"#/components/schemas/IssueClosedWebhook","template.created":"#/components/schemas/TemplateCreatedWebhook","template.updated":"#/components/schemas/TemplateUpdatedWebhook","template.deleted":"#/components/schemas/TemplateDeletedWebhook","run.started":"#/components/schemas/RunStartedWebhook","run.updated":"#/components/schemas/RunUpdatedWebhook","run.completed":"#/components/schemas/RunCompletedWebhook","schedule.created":"#/components/schemas/ScheduleCreatedWebhook","schedule.updated":"#/components/schemas/ScheduleUpdatedWebhook","schedule.deleted":"#/components/schemas/ScheduleDeletedWebhook"}}};
+const schema64 = {"type":"object","description":"An event as delivered to a webhook (the request body, signed per Standard Webhooks): `timestamp` is when the event occurred, `sequence` orders the organization's events, `data` is the resource after the change.","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also sent as `webhook-id`; receivers use it to drop duplicate deliveries."},"type":{"$ref":"components#/$defs/EventType"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"description":"The resource after the change, as the API returns it, or a tombstone for a deletion. Its schema is the one of `type` (the variants below)."},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}},"oneOf":[{"$ref":"components#/$defs/SiteCreatedWebhook"},{"$ref":"components#/$defs/SiteUpdatedWebhook"},{"$ref":"components#/$defs/SiteDeletedWebhook"},{"$ref":"components#/$defs/UserCreatedWebhook"},{"$ref":"components#/$defs/UserUpdatedWebhook"},{"$ref":"components#/$defs/CheckinCreatedWebhook"},{"$ref":"components#/$defs/CheckinActivatedWebhook"},{"$ref":"components#/$defs/CheckinCheckedOutWebhook"},{"$ref":"components#/$defs/CheckinUpdatedWebhook"},{"$ref":"components#/$defs/LogCreatedWebhook"},{"$ref":"components#/$defs/SensorReadingsIngestedWebhook"},{"$ref":"components#/$defs/AssetCreatedWebhook"},{"$ref":"components#/$defs/AssetUpdatedWebhook"},{"$ref":"components#/$defs/AssetDeletedWebhook"},{"$ref":"components#/$defs/IssueCreatedWebhook"},{"$ref":"components#/$defs/IssueUpdatedWebhook"},{"$ref":"components#/$defs/IssueResolvedWebhook"},{"$ref":"components#/$defs/IssueClosedWebhook"},{"$ref":"components#/$defs/TemplateCreatedWebhook"},{"$ref":"components#/$defs/TemplateUpdatedWebhook"},{"$ref":"components#/$defs/TemplateDeletedWebhook"},{"$ref":"components#/$defs/RunStartedWebhook"},{"$ref":"components#/$defs/RunUpdatedWebhook"},{"$ref":"components#/$defs/RunCompletedWebhook"},{"$ref":"components#/$defs/ScheduleCreatedWebhook"},{"$ref":"components#/$defs/ScheduleUpdatedWebhook"},{"$ref":"components#/$defs/ScheduleDeletedWebhook"}],"discriminator":{"propertyName":"type","mapping":{"site.created":"#/components/schemas/SiteCreatedWebhook","site.updated":"#/components/schemas/SiteUpdatedWebhook","site.deleted":"#/components/schemas/SiteDeletedWebhook","user.created":"#/components/schemas/UserCreatedWebhook","user.updated":"#/components/schemas/UserUpdatedWebhook","checkin.created":"#/components/schemas/CheckinCreatedWebhook","checkin.activated":"#/components/schemas/CheckinActivatedWebhook","checkin.checked_out":"#/components/schemas/CheckinCheckedOutWebhook","checkin.updated":"#/components/schemas/CheckinUpdatedWebhook","log.created":"#/components/schemas/LogCreatedWebhook","sensor_readings.ingested":"#/components/schemas/SensorReadingsIngestedWebhook","asset.created":"#/components/schemas/AssetCreatedWebhook","asset.updated":"#/components/schemas/AssetUpdatedWebhook","asset.deleted":"#/components/schemas/AssetDeletedWebhook","issue.created":"#/components/schemas/IssueCreatedWebhook","issue.updated":"#/components/schemas/IssueUpdatedWebhook","issue.resolved":"#/components/schemas/IssueResolvedWebhook","issue.closed":"#/components/schemas/IssueClosedWebhook","template.created":"#/components/schemas/TemplateCreatedWebhook","template.updated":"#/components/schemas/TemplateUpdatedWebhook","template.deleted":"#/components/schemas/TemplateDeletedWebhook","run.started":"#/components/schemas/RunStartedWebhook","run.updated":"#/components/schemas/RunUpdatedWebhook","run.completed":"#/components/schemas/RunCompletedWebhook","schedule.created":"#/components/schemas/ScheduleCreatedWebhook","schedule.updated":"#/components/schemas/ScheduleUpdatedWebhook","schedule.deleted":"#/components/schemas/ScheduleDeletedWebhook"}}};
 const schema65 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"site.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Site"}}};
 
-function validate178(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate191(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate178.evaluated;
+const evaluated0 = validate191.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7417,8 +7493,8 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -7439,17 +7515,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate178.errors = vErrors;
+validate191.errors = vErrors;
 return errors === 0;
 }
-validate178.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate191.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema66 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"site.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Site"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate183(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate196(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate183.evaluated;
+const evaluated0 = validate196.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7559,8 +7635,8 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -7571,14 +7647,14 @@ errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -7593,17 +7669,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate183.errors = vErrors;
+validate196.errors = vErrors;
 return errors === 0;
 }
-validate183.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate196.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema67 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"site.deleted"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Tombstone"}}};
 
-function validate190(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate203(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate190.evaluated;
+const evaluated0 = validate203.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7703,14 +7779,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -7725,17 +7801,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate190.errors = vErrors;
+validate203.errors = vErrors;
 return errors === 0;
 }
-validate190.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate203.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema68 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"user.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/User"}}};
 
-function validate195(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate208(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate195.evaluated;
+const evaluated0 = validate208.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7835,14 +7911,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+if(!(validate90(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate90.errors : vErrors.concat(validate90.errors);
 errors = vErrors.length;
 }
 }
@@ -7857,17 +7933,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate195.errors = vErrors;
+validate208.errors = vErrors;
 return errors === 0;
 }
-validate195.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate208.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema69 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"user.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/User"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate200(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate213(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate200.evaluated;
+const evaluated0 = validate213.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7977,26 +8053,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+if(!(validate90(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate90.errors : vErrors.concat(validate90.errors);
 errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -8011,17 +8087,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate200.errors = vErrors;
+validate213.errors = vErrors;
 return errors === 0;
 }
-validate200.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate213.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema70 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"checkin.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Checkin"}}};
 
-function validate207(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate220(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate207.evaluated;
+const evaluated0 = validate220.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8121,8 +8197,8 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -8143,17 +8219,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate207.errors = vErrors;
+validate220.errors = vErrors;
 return errors === 0;
 }
-validate207.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate220.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema71 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"checkin.activated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate212(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate225(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate212.evaluated;
+const evaluated0 = validate225.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8263,8 +8339,8 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -8275,14 +8351,14 @@ errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -8297,17 +8373,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate212.errors = vErrors;
+validate225.errors = vErrors;
 return errors === 0;
 }
-validate212.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate225.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema72 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"checkin.checked_out"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate219(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate232(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate219.evaluated;
+const evaluated0 = validate232.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8417,8 +8493,8 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -8429,14 +8505,14 @@ errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -8451,17 +8527,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate219.errors = vErrors;
+validate232.errors = vErrors;
 return errors === 0;
 }
-validate219.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate232.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema73 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"checkin.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Checkin"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate226(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate239(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate226.evaluated;
+const evaluated0 = validate239.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8571,8 +8647,8 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -8583,14 +8659,14 @@ errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -8605,17 +8681,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate226.errors = vErrors;
+validate239.errors = vErrors;
 return errors === 0;
 }
-validate226.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate239.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema74 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"log.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Log"}}};
 
-function validate233(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate246(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate233.evaluated;
+const evaluated0 = validate246.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8715,14 +8791,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate99(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate99.errors : vErrors.concat(validate99.errors);
+if(!(validate105(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate105.errors : vErrors.concat(validate105.errors);
 errors = vErrors.length;
 }
 }
@@ -8737,17 +8813,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate233.errors = vErrors;
+validate246.errors = vErrors;
 return errors === 0;
 }
-validate233.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate246.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema75 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"sensor_readings.ingested"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/SensorReadingsIngested"}}};
 
-function validate238(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate251(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate238.evaluated;
+const evaluated0 = validate251.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8847,14 +8923,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate110(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
+if(!(validate116(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate116.errors : vErrors.concat(validate116.errors);
 errors = vErrors.length;
 }
 }
@@ -8869,17 +8945,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate238.errors = vErrors;
+validate251.errors = vErrors;
 return errors === 0;
 }
-validate238.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate251.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema76 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"asset.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Asset"}}};
 
-function validate243(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate256(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate243.evaluated;
+const evaluated0 = validate256.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8979,8 +9055,8 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -9001,17 +9077,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate243.errors = vErrors;
+validate256.errors = vErrors;
 return errors === 0;
 }
-validate243.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate256.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema77 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"asset.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Asset"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate248(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate261(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate248.evaluated;
+const evaluated0 = validate261.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9121,8 +9197,8 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
@@ -9133,14 +9209,14 @@ errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -9155,17 +9231,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate248.errors = vErrors;
+validate261.errors = vErrors;
 return errors === 0;
 }
-validate248.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate261.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema78 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"asset.deleted"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Tombstone"}}};
 
-function validate255(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate268(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate255.evaluated;
+const evaluated0 = validate268.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9265,14 +9341,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -9287,17 +9363,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate255.errors = vErrors;
+validate268.errors = vErrors;
 return errors === 0;
 }
-validate255.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate268.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema79 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"issue.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Issue"}}};
 
-function validate260(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate273(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate260.evaluated;
+const evaluated0 = validate273.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9397,14 +9473,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
 errors = vErrors.length;
 }
 }
@@ -9419,17 +9495,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate260.errors = vErrors;
+validate273.errors = vErrors;
 return errors === 0;
 }
-validate260.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate273.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema80 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"issue.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate265(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate278(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate265.evaluated;
+const evaluated0 = validate278.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9539,26 +9615,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
 errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -9573,17 +9649,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate265.errors = vErrors;
+validate278.errors = vErrors;
 return errors === 0;
 }
-validate265.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate278.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema81 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"issue.resolved"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate272(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate285(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate272.evaluated;
+const evaluated0 = validate285.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9693,26 +9769,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
 errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -9727,17 +9803,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate272.errors = vErrors;
+validate285.errors = vErrors;
 return errors === 0;
 }
-validate272.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate285.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema82 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"issue.closed"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Issue"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate279(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate292(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate279.evaluated;
+const evaluated0 = validate292.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9847,26 +9923,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate119(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
 errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -9881,17 +9957,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate279.errors = vErrors;
+validate292.errors = vErrors;
 return errors === 0;
 }
-validate279.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate292.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema83 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"template.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Template"}}};
 
-function validate286(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate299(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate286.evaluated;
+const evaluated0 = validate299.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9991,14 +10067,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate130(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
 errors = vErrors.length;
 }
 }
@@ -10013,17 +10089,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate286.errors = vErrors;
+validate299.errors = vErrors;
 return errors === 0;
 }
-validate286.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate299.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema84 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"template.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Template"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate291(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate304(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate291.evaluated;
+const evaluated0 = validate304.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10133,26 +10209,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate130(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
 errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -10167,17 +10243,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate291.errors = vErrors;
+validate304.errors = vErrors;
 return errors === 0;
 }
-validate291.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate304.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema85 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"template.deleted"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Tombstone"}}};
 
-function validate298(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate311(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate298.evaluated;
+const evaluated0 = validate311.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10277,14 +10353,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -10299,17 +10375,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate298.errors = vErrors;
+validate311.errors = vErrors;
 return errors === 0;
 }
-validate298.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate311.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema86 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"run.started"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Run"}}};
 
-function validate303(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate316(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate303.evaluated;
+const evaluated0 = validate316.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10409,14 +10485,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+if(!(validate151(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate151.errors : vErrors.concat(validate151.errors);
 errors = vErrors.length;
 }
 }
@@ -10431,17 +10507,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate303.errors = vErrors;
+validate316.errors = vErrors;
 return errors === 0;
 }
-validate303.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate316.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema87 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"run.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Run"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate308(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate321(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate308.evaluated;
+const evaluated0 = validate321.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10551,26 +10627,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+if(!(validate151(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate151.errors : vErrors.concat(validate151.errors);
 errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -10585,17 +10661,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate308.errors = vErrors;
+validate321.errors = vErrors;
 return errors === 0;
 }
-validate308.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate321.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema88 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"run.completed"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Run"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate315(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate328(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate315.evaluated;
+const evaluated0 = validate328.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10705,26 +10781,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate140(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+if(!(validate151(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate151.errors : vErrors.concat(validate151.errors);
 errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -10739,17 +10815,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate315.errors = vErrors;
+validate328.errors = vErrors;
 return errors === 0;
 }
-validate315.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate328.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema89 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"schedule.created"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Schedule"}}};
 
-function validate322(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate335(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate322.evaluated;
+const evaluated0 = validate335.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10849,14 +10925,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate152(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+if(!(validate165(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate165.errors : vErrors.concat(validate165.errors);
 errors = vErrors.length;
 }
 }
@@ -10871,17 +10947,17 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate322.errors = vErrors;
+validate335.errors = vErrors;
 return errors === 0;
 }
-validate322.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate335.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema90 = {"type":"object","required":["id","type","timestamp","sequence","data","changedFields"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"schedule.updated"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Schedule"},"changedFields":{"$ref":"components#/$defs/ChangedFields"},"previousValues":{"$ref":"components#/$defs/PreviousValues"}}};
 
-function validate327(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate340(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate327.evaluated;
+const evaluated0 = validate340.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -10991,26 +11067,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate152(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+if(!(validate165(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate165.errors : vErrors.concat(validate165.errors);
 errors = vErrors.length;
 }
 }
 if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
 errors = vErrors.length;
 }
 }
 if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
 errors = vErrors.length;
 }
 }
@@ -11025,17 +11101,17 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate327.errors = vErrors;
+validate340.errors = vErrors;
 return errors === 0;
 }
-validate327.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
+validate340.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true,"changedFields":true,"previousValues":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema91 = {"type":"object","required":["id","type","timestamp","sequence","data"],"properties":{"id":{"type":"string","description":"The event id, also the `webhook-id` header."},"type":{"type":"string","const":"schedule.deleted"},"timestamp":{"$ref":"components#/$defs/Timestamp"},"sequence":{"$ref":"components#/$defs/EventSequence"},"data":{"$ref":"components#/$defs/Tombstone"}}};
 
-function validate334(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate347(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate334.evaluated;
+const evaluated0 = validate347.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11135,14 +11211,14 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
 if(data.data !== undefined){
-if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+if(!(validate88(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
 errors = vErrors.length;
 }
 }
@@ -11157,16 +11233,16 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate334.errors = vErrors;
+validate347.errors = vErrors;
 return errors === 0;
 }
-validate334.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate347.evaluated = {"props":{"id":true,"type":true,"timestamp":true,"sequence":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate177(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate190(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate177.evaluated;
+const evaluated0 = validate190.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11177,8 +11253,8 @@ const _errs1 = errors;
 let valid0 = false;
 let passing0 = null;
 const _errs2 = errors;
-if(!(validate178(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate178.errors : vErrors.concat(validate178.errors);
+if(!(validate191(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate191.errors : vErrors.concat(validate191.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs2 === errors;
@@ -11193,8 +11269,8 @@ props0.sequence = true;
 props0.data = true;
 }
 const _errs3 = errors;
-if(!(validate183(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate183.errors : vErrors.concat(validate183.errors);
+if(!(validate196(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate196.errors : vErrors.concat(validate196.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs3 === errors;
@@ -11218,8 +11294,8 @@ props0.previousValues = true;
 }
 }
 const _errs4 = errors;
-if(!(validate190(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate190.errors : vErrors.concat(validate190.errors);
+if(!(validate203(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate203.errors : vErrors.concat(validate203.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs4 === errors;
@@ -11241,8 +11317,8 @@ props0.data = true;
 }
 }
 const _errs5 = errors;
-if(!(validate195(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate195.errors : vErrors.concat(validate195.errors);
+if(!(validate208(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate208.errors : vErrors.concat(validate208.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs5 === errors;
@@ -11264,8 +11340,8 @@ props0.data = true;
 }
 }
 const _errs6 = errors;
-if(!(validate200(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate200.errors : vErrors.concat(validate200.errors);
+if(!(validate213(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate213.errors : vErrors.concat(validate213.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs6 === errors;
@@ -11289,8 +11365,8 @@ props0.previousValues = true;
 }
 }
 const _errs7 = errors;
-if(!(validate207(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate207.errors : vErrors.concat(validate207.errors);
+if(!(validate220(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate220.errors : vErrors.concat(validate220.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs7 === errors;
@@ -11312,8 +11388,8 @@ props0.data = true;
 }
 }
 const _errs8 = errors;
-if(!(validate212(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate212.errors : vErrors.concat(validate212.errors);
+if(!(validate225(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate225.errors : vErrors.concat(validate225.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs8 === errors;
@@ -11337,8 +11413,8 @@ props0.previousValues = true;
 }
 }
 const _errs9 = errors;
-if(!(validate219(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate219.errors : vErrors.concat(validate219.errors);
+if(!(validate232(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate232.errors : vErrors.concat(validate232.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs9 === errors;
@@ -11362,8 +11438,8 @@ props0.previousValues = true;
 }
 }
 const _errs10 = errors;
-if(!(validate226(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate226.errors : vErrors.concat(validate226.errors);
+if(!(validate239(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate239.errors : vErrors.concat(validate239.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs10 === errors;
@@ -11387,8 +11463,8 @@ props0.previousValues = true;
 }
 }
 const _errs11 = errors;
-if(!(validate233(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate233.errors : vErrors.concat(validate233.errors);
+if(!(validate246(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate246.errors : vErrors.concat(validate246.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs11 === errors;
@@ -11410,8 +11486,8 @@ props0.data = true;
 }
 }
 const _errs12 = errors;
-if(!(validate238(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate238.errors : vErrors.concat(validate238.errors);
+if(!(validate251(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate251.errors : vErrors.concat(validate251.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs12 === errors;
@@ -11433,8 +11509,8 @@ props0.data = true;
 }
 }
 const _errs13 = errors;
-if(!(validate243(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate243.errors : vErrors.concat(validate243.errors);
+if(!(validate256(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate256.errors : vErrors.concat(validate256.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs13 === errors;
@@ -11456,8 +11532,8 @@ props0.data = true;
 }
 }
 const _errs14 = errors;
-if(!(validate248(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate248.errors : vErrors.concat(validate248.errors);
+if(!(validate261(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate261.errors : vErrors.concat(validate261.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs14 === errors;
@@ -11481,8 +11557,8 @@ props0.previousValues = true;
 }
 }
 const _errs15 = errors;
-if(!(validate255(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate255.errors : vErrors.concat(validate255.errors);
+if(!(validate268(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate268.errors : vErrors.concat(validate268.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs15 === errors;
@@ -11504,8 +11580,8 @@ props0.data = true;
 }
 }
 const _errs16 = errors;
-if(!(validate260(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate260.errors : vErrors.concat(validate260.errors);
+if(!(validate273(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate273.errors : vErrors.concat(validate273.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs16 === errors;
@@ -11527,8 +11603,8 @@ props0.data = true;
 }
 }
 const _errs17 = errors;
-if(!(validate265(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate265.errors : vErrors.concat(validate265.errors);
+if(!(validate278(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate278.errors : vErrors.concat(validate278.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs17 === errors;
@@ -11552,8 +11628,8 @@ props0.previousValues = true;
 }
 }
 const _errs18 = errors;
-if(!(validate272(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate272.errors : vErrors.concat(validate272.errors);
+if(!(validate285(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate285.errors : vErrors.concat(validate285.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs18 === errors;
@@ -11577,8 +11653,8 @@ props0.previousValues = true;
 }
 }
 const _errs19 = errors;
-if(!(validate279(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate279.errors : vErrors.concat(validate279.errors);
+if(!(validate292(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate292.errors : vErrors.concat(validate292.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs19 === errors;
@@ -11602,8 +11678,8 @@ props0.previousValues = true;
 }
 }
 const _errs20 = errors;
-if(!(validate286(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate286.errors : vErrors.concat(validate286.errors);
+if(!(validate299(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate299.errors : vErrors.concat(validate299.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs20 === errors;
@@ -11625,8 +11701,8 @@ props0.data = true;
 }
 }
 const _errs21 = errors;
-if(!(validate291(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate291.errors : vErrors.concat(validate291.errors);
+if(!(validate304(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate304.errors : vErrors.concat(validate304.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs21 === errors;
@@ -11650,8 +11726,8 @@ props0.previousValues = true;
 }
 }
 const _errs22 = errors;
-if(!(validate298(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate298.errors : vErrors.concat(validate298.errors);
+if(!(validate311(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate311.errors : vErrors.concat(validate311.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs22 === errors;
@@ -11673,8 +11749,8 @@ props0.data = true;
 }
 }
 const _errs23 = errors;
-if(!(validate303(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate303.errors : vErrors.concat(validate303.errors);
+if(!(validate316(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate316.errors : vErrors.concat(validate316.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs23 === errors;
@@ -11696,8 +11772,8 @@ props0.data = true;
 }
 }
 const _errs24 = errors;
-if(!(validate308(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate308.errors : vErrors.concat(validate308.errors);
+if(!(validate321(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate321.errors : vErrors.concat(validate321.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs24 === errors;
@@ -11721,8 +11797,8 @@ props0.previousValues = true;
 }
 }
 const _errs25 = errors;
-if(!(validate315(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate315.errors : vErrors.concat(validate315.errors);
+if(!(validate328(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate328.errors : vErrors.concat(validate328.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs25 === errors;
@@ -11746,8 +11822,8 @@ props0.previousValues = true;
 }
 }
 const _errs26 = errors;
-if(!(validate322(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate322.errors : vErrors.concat(validate322.errors);
+if(!(validate335(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate335.errors : vErrors.concat(validate335.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs26 === errors;
@@ -11769,8 +11845,8 @@ props0.data = true;
 }
 }
 const _errs27 = errors;
-if(!(validate327(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate327.errors : vErrors.concat(validate327.errors);
+if(!(validate340(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate340.errors : vErrors.concat(validate340.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs27 === errors;
@@ -11794,8 +11870,8 @@ props0.previousValues = true;
 }
 }
 const _errs28 = errors;
-if(!(validate334(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate334.errors : vErrors.concat(validate334.errors);
+if(!(validate347(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate347.errors : vErrors.concat(validate347.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs28 === errors;
@@ -11937,8 +12013,8 @@ errors++;
 }
 }
 if(data.type !== undefined){
-if(!(validate161(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+if(!(validate175(data.type, {instancePath:instancePath+"/type",parentData:data,parentDataProperty:"type",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate175.errors : vErrors.concat(validate175.errors);
 errors = vErrors.length;
 }
 }
@@ -11949,17 +12025,26 @@ errors = vErrors.length;
 }
 }
 if(data.sequence !== undefined){
-if(!(validate163(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate163.errors : vErrors.concat(validate163.errors);
+if(!(validate177(data.sequence, {instancePath:instancePath+"/sequence",parentData:data,parentDataProperty:"sequence",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
 errors = vErrors.length;
 }
 }
-if(data.data !== undefined){
-let data4 = data.data;
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+if(data.changedFields !== undefined){
+if(!(validate86(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+}
+if(data.previousValues !== undefined){
+if(!(validate181(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate181.errors : vErrors.concat(validate181.errors);
+errors = vErrors.length;
+}
+}
 }
 else {
-const err7 = {instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -11968,41 +12053,17 @@ vErrors.push(err7);
 }
 errors++;
 }
-}
-if(data.changedFields !== undefined){
-if(!(validate166(data.changedFields, {instancePath:instancePath+"/changedFields",parentData:data,parentDataProperty:"changedFields",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
-errors = vErrors.length;
-}
-}
-if(data.previousValues !== undefined){
-if(!(validate168(data.previousValues, {instancePath:instancePath+"/previousValues",parentData:data,parentDataProperty:"previousValues",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate168.errors : vErrors.concat(validate168.errors);
-errors = vErrors.length;
-}
-}
-}
-else {
-const err8 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-validate177.errors = vErrors;
+validate190.errors = vErrors;
 evaluated0.props = props0;
 return errors === 0;
 }
-validate177.evaluated = {"dynamicProps":true,"dynamicItems":false};
+validate190.evaluated = {"dynamicProps":true,"dynamicItems":false};
 
 
-function validate176(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate189(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate176.evaluated;
+const evaluated0 = validate189.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12035,8 +12096,8 @@ errors++;
 }
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate177(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
+if(!(validate190(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate190.errors : vErrors.concat(validate190.errors);
 errors = vErrors.length;
 }
 }
@@ -12063,19 +12124,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate176.errors = vErrors;
+validate189.errors = vErrors;
 return errors === 0;
 }
-validate176.evaluated = {"props":{"data":true},"dynamicProps":false,"dynamicItems":false};
+validate189.evaluated = {"props":{"data":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IntegrationTriggerList = validate345;
+exports.IntegrationTriggerList = validate358;
 const schema92 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/IntegrationTrigger"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 const schema93 = {"type":"object","required":["key","name","description","resource","samplePayload"],"properties":{"key":{"$ref":"components#/$defs/EventType"},"name":{"type":"string"},"description":{"type":"string"},"resource":{"type":"string","description":"Kind of resource in the event's `data`, e.g. `issue`."},"samplePayload":{"$ref":"components#/$defs/IntegrationEvent"}}};
 
-function validate346(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate359(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate346.evaluated;
+const evaluated0 = validate359.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12134,8 +12195,8 @@ vErrors.push(err4);
 errors++;
 }
 if(data.key !== undefined){
-if(!(validate161(data.key, {instancePath:instancePath+"/key",parentData:data,parentDataProperty:"key",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+if(!(validate175(data.key, {instancePath:instancePath+"/key",parentData:data,parentDataProperty:"key",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate175.errors : vErrors.concat(validate175.errors);
 errors = vErrors.length;
 }
 }
@@ -12176,8 +12237,8 @@ errors++;
 }
 }
 if(data.samplePayload !== undefined){
-if(!(validate177(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate177.errors : vErrors.concat(validate177.errors);
+if(!(validate190(data.samplePayload, {instancePath:instancePath+"/samplePayload",parentData:data,parentDataProperty:"samplePayload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate190.errors : vErrors.concat(validate190.errors);
 errors = vErrors.length;
 }
 }
@@ -12192,16 +12253,16 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate346.errors = vErrors;
+validate359.errors = vErrors;
 return errors === 0;
 }
-validate346.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
+validate359.evaluated = {"props":{"key":true,"name":true,"description":true,"resource":true,"samplePayload":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate345(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate358(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate345.evaluated;
+const evaluated0 = validate358.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12234,8 +12295,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate346(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate346.errors : vErrors.concat(validate346.errors);
+if(!(validate359(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate359.errors : vErrors.concat(validate359.errors);
 errors = vErrors.length;
 }
 }
@@ -12268,17 +12329,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate345.errors = vErrors;
+validate358.errors = vErrors;
 return errors === 0;
 }
-validate345.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate358.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Issue = validate351;
+exports.Issue = validate364;
 
-function validate351(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate364(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate351.evaluated;
+const evaluated0 = validate364.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12453,7 +12514,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema45.properties.description.type},message:"must be string,null"};
+const err16 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema46.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -12464,21 +12525,21 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate120(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
+if(!(validate127(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate127.errors : vErrors.concat(validate127.errors);
 errors = vErrors.length;
 }
 }
 if(data.priority !== undefined){
-if(!(validate122(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate122.errors : vErrors.concat(validate122.errors);
+if(!(validate129(data.priority, {instancePath:instancePath+"/priority",parentData:data,parentDataProperty:"priority",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate129.errors : vErrors.concat(validate129.errors);
 errors = vErrors.length;
 }
 }
 if(data.siteId !== undefined){
 let data5 = data.siteId;
 if((typeof data5 !== "string") && (data5 !== null)){
-const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema45.properties.siteId.type},message:"must be string,null"};
+const err17 = {instancePath:instancePath+"/siteId",schemaPath:"#/properties/siteId/type",keyword:"type",params:{type: schema46.properties.siteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -12491,7 +12552,7 @@ errors++;
 if(data.assetId !== undefined){
 let data6 = data.assetId;
 if((typeof data6 !== "string") && (data6 !== null)){
-const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema45.properties.assetId.type},message:"must be string,null"};
+const err18 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema46.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -12504,7 +12565,7 @@ errors++;
 if(data.runId !== undefined){
 let data7 = data.runId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema45.properties.runId.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/runId",schemaPath:"#/properties/runId/type",keyword:"type",params:{type: schema46.properties.runId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -12517,7 +12578,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data8 = data.assigneeUserId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema45.properties.assigneeUserId.type},message:"must be string,null"};
+const err20 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema46.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -12530,7 +12591,7 @@ errors++;
 if(data.dueAt !== undefined){
 let data9 = data.dueAt;
 if((typeof data9 !== "string") && (data9 !== null)){
-const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema45.properties.dueAt.type},message:"must be string,null"};
+const err21 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/type",keyword:"type",params:{type: schema46.properties.dueAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -12555,7 +12616,7 @@ errors++;
 if(data.resolvedAt !== undefined){
 let data10 = data.resolvedAt;
 if((typeof data10 !== "string") && (data10 !== null)){
-const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema45.properties.resolvedAt.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/resolvedAt",schemaPath:"#/properties/resolvedAt/type",keyword:"type",params:{type: schema46.properties.resolvedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -12580,7 +12641,7 @@ errors++;
 if(data.closedAt !== undefined){
 let data11 = data.closedAt;
 if((typeof data11 !== "string") && (data11 !== null)){
-const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema45.properties.closedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/closedAt",schemaPath:"#/properties/closedAt/type",keyword:"type",params:{type: schema46.properties.closedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -12625,18 +12686,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate351.errors = vErrors;
+validate364.errors = vErrors;
 return errors === 0;
 }
-validate351.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate364.evaluated = {"props":{"id":true,"title":true,"description":true,"status":true,"priority":true,"siteId":true,"assetId":true,"runId":true,"assigneeUserId":true,"dueAt":true,"resolvedAt":true,"closedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.IssueList = validate356;
+exports.IssueList = validate369;
 const schema95 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Issue"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate356(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate369(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate356.evaluated;
+const evaluated0 = validate369.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12669,8 +12730,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate119(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate119.errors : vErrors.concat(validate119.errors);
+if(!(validate126(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate126.errors : vErrors.concat(validate126.errors);
 errors = vErrors.length;
 }
 }
@@ -12703,17 +12764,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate356.errors = vErrors;
+validate369.errors = vErrors;
 return errors === 0;
 }
-validate356.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate369.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Log = validate359;
+exports.Log = validate372;
 
-function validate359(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate372(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate359.evaluated;
+const evaluated0 = validate372.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12804,20 +12865,20 @@ errors++;
 }
 }
 if(data.entityType !== undefined){
-if(!(validate100(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate100.errors : vErrors.concat(validate100.errors);
+if(!(validate106(data.entityType, {instancePath:instancePath+"/entityType",parentData:data,parentDataProperty:"entityType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
 errors = vErrors.length;
 }
 }
 if(data.entityId !== undefined){
-if(!(validate102(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate102.errors : vErrors.concat(validate102.errors);
+if(!(validate108(data.entityId, {instancePath:instancePath+"/entityId",parentData:data,parentDataProperty:"entityId",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate108.errors : vErrors.concat(validate108.errors);
 errors = vErrors.length;
 }
 }
 if(data.entryType !== undefined){
-if(!(validate104(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate104.errors : vErrors.concat(validate104.errors);
+if(!(validate110(data.entryType, {instancePath:instancePath+"/entryType",parentData:data,parentDataProperty:"entryType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate110.errors : vErrors.concat(validate110.errors);
 errors = vErrors.length;
 }
 }
@@ -12834,8 +12895,8 @@ errors++;
 }
 }
 if(data.source !== undefined){
-if(!(validate106(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate106.errors : vErrors.concat(validate106.errors);
+if(!(validate112(data.source, {instancePath:instancePath+"/source",parentData:data,parentDataProperty:"source",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate112.errors : vErrors.concat(validate112.errors);
 errors = vErrors.length;
 }
 }
@@ -12856,18 +12917,18 @@ vErrors.push(err9);
 }
 errors++;
 }
-validate359.errors = vErrors;
+validate372.errors = vErrors;
 return errors === 0;
 }
-validate359.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate372.evaluated = {"props":{"id":true,"entityType":true,"entityId":true,"entryType":true,"message":true,"source":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.LogList = validate365;
+exports.LogList = validate378;
 const schema97 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Log"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate365(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate378(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate365.evaluated;
+const evaluated0 = validate378.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12900,8 +12961,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate99(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate99.errors : vErrors.concat(validate99.errors);
+if(!(validate105(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate105.errors : vErrors.concat(validate105.errors);
 errors = vErrors.length;
 }
 }
@@ -12934,19 +12995,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate365.errors = vErrors;
+validate378.errors = vErrors;
 return errors === 0;
 }
-validate365.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate378.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.OccurrenceList = validate368;
+exports.OccurrenceList = validate381;
 const schema98 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Occurrence"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 const schema99 = {"type":"object","required":["id","scheduleId","templateId","siteId","assigneeUserId","startAt","endAt","localStartAt","timezone","runId","runStatus"],"properties":{"id":{"type":"string","description":"`occ_<schedule id without \"sch_\">_<UTC start as yyyymmddThhmmssZ>`; stable while the schedule does not move."},"scheduleId":{"type":"string"},"templateId":{"type":"string"},"siteId":{"type":"string"},"assigneeUserId":{"type":["string","null"]},"startAt":{"$ref":"components#/$defs/Timestamp"},"endAt":{"$ref":"components#/$defs/Timestamp"},"localStartAt":{"$ref":"components#/$defs/LocalDateTime"},"timezone":{"type":"string"},"runId":{"type":["string","null"],"description":"The run started for this occurrence (`occurrenceId`), if any."},"runStatus":{"type":["string","null"],"enum":["in_progress","completed",null]}}};
 
-function validate369(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate382(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate369.evaluated;
+const evaluated0 = validate382.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13138,8 +13199,8 @@ errors = vErrors.length;
 }
 }
 if(data.localStartAt !== undefined){
-if(!(validate153(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
+if(!(validate166(data.localStartAt, {instancePath:instancePath+"/localStartAt",parentData:data,parentDataProperty:"localStartAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
 errors = vErrors.length;
 }
 }
@@ -13202,16 +13263,16 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate369.errors = vErrors;
+validate382.errors = vErrors;
 return errors === 0;
 }
-validate369.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
+validate382.evaluated = {"props":{"id":true,"scheduleId":true,"templateId":true,"siteId":true,"assigneeUserId":true,"startAt":true,"endAt":true,"localStartAt":true,"timezone":true,"runId":true,"runStatus":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate368(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate381(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate368.evaluated;
+const evaluated0 = validate381.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13244,8 +13305,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate369(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate369.errors : vErrors.concat(validate369.errors);
+if(!(validate382(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate382.errors : vErrors.concat(validate382.errors);
 errors = vErrors.length;
 }
 }
@@ -13278,17 +13339,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate368.errors = vErrors;
+validate381.errors = vErrors;
 return errors === 0;
 }
-validate368.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate381.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Run = validate375;
+exports.Run = validate388;
 
-function validate375(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate388(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate375.evaluated;
+const evaluated0 = validate388.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13510,8 +13571,8 @@ let data3 = data.items;
 if(Array.isArray(data3)){
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate131(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
+if(!(validate141(data3[i0], {instancePath:instancePath+"/items/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate141.errors : vErrors.concat(validate141.errors);
 errors = vErrors.length;
 }
 }
@@ -13554,7 +13615,7 @@ errors++;
 if(data.assetId !== undefined){
 let data7 = data.assetId;
 if((typeof data7 !== "string") && (data7 !== null)){
-const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema51.properties.assetId.type},message:"must be string,null"};
+const err23 = {instancePath:instancePath+"/assetId",schemaPath:"#/properties/assetId/type",keyword:"type",params:{type: schema52.properties.assetId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -13567,7 +13628,7 @@ errors++;
 if(data.occurrenceId !== undefined){
 let data8 = data.occurrenceId;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema51.properties.occurrenceId.type},message:"must be string,null"};
+const err24 = {instancePath:instancePath+"/occurrenceId",schemaPath:"#/properties/occurrenceId/type",keyword:"type",params:{type: schema52.properties.occurrenceId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -13578,8 +13639,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate142(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate142.errors : vErrors.concat(validate142.errors);
+if(!(validate153(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
 errors = vErrors.length;
 }
 }
@@ -13587,8 +13648,8 @@ if(data.answers !== undefined){
 let data10 = data.answers;
 if(data10 && typeof data10 == "object" && !Array.isArray(data10)){
 for(const key0 in data10){
-if(!(validate144(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate144.errors : vErrors.concat(validate144.errors);
+if(!(validate155(data10[key0], {instancePath:instancePath+"/answers/" + key0.replace(/~/g, "~0").replace(/\//g, "~1"),parentData:data10,parentDataProperty:key0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate155.errors : vErrors.concat(validate155.errors);
 errors = vErrors.length;
 }
 }
@@ -13607,7 +13668,7 @@ errors++;
 if(data.score !== undefined){
 let data12 = data.score;
 if((!((typeof data12 == "number") && (isFinite(data12)))) && (data12 !== null)){
-const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema51.properties.score.type},message:"must be number,null"};
+const err26 = {instancePath:instancePath+"/score",schemaPath:"#/properties/score/type",keyword:"type",params:{type: schema52.properties.score.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -13642,7 +13703,7 @@ errors++;
 if(data.failedItemIds !== undefined){
 let data13 = data.failedItemIds;
 if((!(Array.isArray(data13))) && (data13 !== null)){
-const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema51.properties.failedItemIds.type},message:"must be array,null"};
+const err29 = {instancePath:instancePath+"/failedItemIds",schemaPath:"#/properties/failedItemIds/type",keyword:"type",params:{type: schema52.properties.failedItemIds.type},message:"must be array,null"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -13676,7 +13737,7 @@ errors = vErrors.length;
 if(data.completedAt !== undefined){
 let data16 = data.completedAt;
 if((typeof data16 !== "string") && (data16 !== null)){
-const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema51.properties.completedAt.type},message:"must be string,null"};
+const err31 = {instancePath:instancePath+"/completedAt",schemaPath:"#/properties/completedAt/type",keyword:"type",params:{type: schema52.properties.completedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -13721,18 +13782,18 @@ vErrors.push(err33);
 }
 errors++;
 }
-validate375.errors = vErrors;
+validate388.errors = vErrors;
 return errors === 0;
 }
-validate375.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate388.evaluated = {"props":{"id":true,"templateId":true,"templateVersion":true,"items":true,"siteId":true,"userId":true,"assetId":true,"occurrenceId":true,"status":true,"answers":true,"score":true,"failedItemIds":true,"startedAt":true,"completedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.RunList = validate382;
+exports.RunList = validate395;
 const schema101 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Run"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate382(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate395(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate382.evaluated;
+const evaluated0 = validate395.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13765,8 +13826,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate140(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
+if(!(validate151(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate151.errors : vErrors.concat(validate151.errors);
 errors = vErrors.length;
 }
 }
@@ -13799,17 +13860,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate382.errors = vErrors;
+validate395.errors = vErrors;
 return errors === 0;
 }
-validate382.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate395.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Schedule = validate385;
+exports.Schedule = validate398;
 
-function validate385(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate398(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate385.evaluated;
+const evaluated0 = validate398.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -13966,7 +14027,7 @@ errors++;
 if(data.assigneeUserId !== undefined){
 let data3 = data.assigneeUserId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema54.properties.assigneeUserId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/assigneeUserId",schemaPath:"#/properties/assigneeUserId/type",keyword:"type",params:{type: schema55.properties.assigneeUserId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -13989,8 +14050,8 @@ errors++;
 }
 }
 if(data.startsAt !== undefined){
-if(!(validate153(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate153.errors : vErrors.concat(validate153.errors);
+if(!(validate166(data.startsAt, {instancePath:instancePath+"/startsAt",parentData:data,parentDataProperty:"startsAt",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate166.errors : vErrors.concat(validate166.errors);
 errors = vErrors.length;
 }
 }
@@ -14038,7 +14099,7 @@ errors++;
 if(data.recurrence !== undefined){
 let data8 = data.recurrence;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema54.properties.recurrence.type},message:"must be string,null"};
+const err19 = {instancePath:instancePath+"/recurrence",schemaPath:"#/properties/recurrence/type",keyword:"type",params:{type: schema55.properties.recurrence.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -14071,18 +14132,18 @@ vErrors.push(err20);
 }
 errors++;
 }
-validate385.errors = vErrors;
+validate398.errors = vErrors;
 return errors === 0;
 }
-validate385.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate398.evaluated = {"props":{"id":true,"templateId":true,"siteId":true,"assigneeUserId":true,"timezone":true,"startsAt":true,"startsAtUtc":true,"durationMinutes":true,"recurrence":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.ScheduleList = validate390;
+exports.ScheduleList = validate403;
 const schema103 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Schedule"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate390(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate403(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate390.evaluated;
+const evaluated0 = validate403.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14115,8 +14176,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate152(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate152.errors : vErrors.concat(validate152.errors);
+if(!(validate165(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate165.errors : vErrors.concat(validate165.errors);
 errors = vErrors.length;
 }
 }
@@ -14149,17 +14210,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate390.errors = vErrors;
+validate403.errors = vErrors;
 return errors === 0;
 }
-validate390.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate403.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReading = validate393;
+exports.SensorReading = validate406;
 
-function validate393(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate406(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate393.evaluated;
+const evaluated0 = validate406.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14306,7 +14367,7 @@ errors++;
 if(data.sensorName !== undefined){
 let data3 = data.sensorName;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema44.properties.sensorName.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/sensorName",schemaPath:"#/properties/sensorName/type",keyword:"type",params:{type: schema45.properties.sensorName.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -14388,27 +14449,27 @@ vErrors.push(err18);
 }
 errors++;
 }
-validate393.errors = vErrors;
+validate406.errors = vErrors;
 return errors === 0;
 }
-validate393.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate406.evaluated = {"props":{"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingIngestResult = validate396;
+exports.SensorReadingIngestResult = validate409;
 const schema105 = {"type":"object","required":["ingested","duplicates","data"],"properties":{"ingested":{"type":"integer","minimum":0,"description":"Readings stored by this request."},"duplicates":{"type":"integer","minimum":0,"description":"Readings of the batch that were already stored."},"data":{"type":"array","description":"One entry per reading of the batch, in the batch's order.","items":{"$ref":"components#/$defs/IngestedSensorReading"}}}};
 const schema106 = {"description":"The stored reading answering one reading of the batch.","allOf":[{"$ref":"components#/$defs/SensorReading"},{"type":"object","required":["duplicate"],"properties":{"duplicate":{"type":"boolean","description":"`true` when the reading was already stored (earlier, or earlier in this batch) and was not stored again."}}}]};
 
-function validate397(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate410(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate397.evaluated;
+const evaluated0 = validate410.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate111(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate111.errors : vErrors.concat(validate111.errors);
+if(!(validate117(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate117.errors : vErrors.concat(validate117.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -14445,16 +14506,16 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate397.errors = vErrors;
+validate410.errors = vErrors;
 return errors === 0;
 }
-validate397.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
+validate410.evaluated = {"props":{"duplicate":true,"id":true,"provider":true,"sensorExternalId":true,"sensorName":true,"siteId":true,"metric":true,"value":true,"unit":true,"occurredAt":true,"createdAt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate396(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate409(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate396.evaluated;
+const evaluated0 = validate409.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14547,8 +14608,8 @@ let data2 = data.data;
 if(Array.isArray(data2)){
 const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate397(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate397.errors : vErrors.concat(validate397.errors);
+if(!(validate410(data2[i0], {instancePath:instancePath+"/data/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate410.errors : vErrors.concat(validate410.errors);
 errors = vErrors.length;
 }
 }
@@ -14575,18 +14636,18 @@ vErrors.push(err8);
 }
 errors++;
 }
-validate396.errors = vErrors;
+validate409.errors = vErrors;
 return errors === 0;
 }
-validate396.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate409.evaluated = {"props":{"ingested":true,"duplicates":true,"data":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SensorReadingList = validate400;
+exports.SensorReadingList = validate413;
 const schema107 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/SensorReading"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate400(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate413(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate400.evaluated;
+const evaluated0 = validate413.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14619,8 +14680,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate111(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate111.errors : vErrors.concat(validate111.errors);
+if(!(validate117(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate117.errors : vErrors.concat(validate117.errors);
 errors = vErrors.length;
 }
 }
@@ -14653,17 +14714,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate400.errors = vErrors;
+validate413.errors = vErrors;
 return errors === 0;
 }
-validate400.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate413.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Site = validate403;
+exports.Site = validate416;
 
-function validate403(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate416(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate403.evaluated;
+const evaluated0 = validate416.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -14939,18 +15000,18 @@ vErrors.push(err22);
 }
 errors++;
 }
-validate403.errors = vErrors;
+validate416.errors = vErrors;
 return errors === 0;
 }
-validate403.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate416.evaluated = {"props":{"id":true,"name":true,"address":true,"latitude":true,"longitude":true,"geofenceRadiusMeters":true,"timezone":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.SiteList = validate406;
+exports.SiteList = validate419;
 const schema109 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Site"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate406(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate419(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate406.evaluated;
+const evaluated0 = validate419.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15017,17 +15078,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate406.errors = vErrors;
+validate419.errors = vErrors;
 return errors === 0;
 }
-validate406.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate419.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.Template = validate409;
+exports.Template = validate422;
 
-function validate409(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate422(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate409.evaluated;
+const evaluated0 = validate422.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15132,7 +15193,7 @@ errors++;
 if(data.description !== undefined){
 let data2 = data.description;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema48.properties.description.type},message:"must be string,null"};
+const err9 = {instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: schema49.properties.description.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err9];
 }
@@ -15172,8 +15233,8 @@ let data4 = data.items;
 if(Array.isArray(data4)){
 const len0 = data4.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate131(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate131.errors : vErrors.concat(validate131.errors);
+if(!(validate141(data4[i0], {instancePath:instancePath+"/items/" + i0,parentData:data4,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate141.errors : vErrors.concat(validate141.errors);
 errors = vErrors.length;
 }
 }
@@ -15212,18 +15273,18 @@ vErrors.push(err13);
 }
 errors++;
 }
-validate409.errors = vErrors;
+validate422.errors = vErrors;
 return errors === 0;
 }
-validate409.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate422.evaluated = {"props":{"id":true,"name":true,"description":true,"version":true,"items":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.TemplateList = validate413;
+exports.TemplateList = validate426;
 const schema111 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/Template"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate413(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate426(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate413.evaluated;
+const evaluated0 = validate426.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15256,8 +15317,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate130(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate130.errors : vErrors.concat(validate130.errors);
+if(!(validate140(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate140.errors : vErrors.concat(validate140.errors);
 errors = vErrors.length;
 }
 }
@@ -15290,17 +15351,17 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate413.errors = vErrors;
+validate426.errors = vErrors;
 return errors === 0;
 }
-validate413.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate426.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.User = validate416;
+exports.User = validate429;
 
-function validate416(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate429(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate416.evaluated;
+const evaluated0 = validate429.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15445,7 +15506,7 @@ errors++;
 if(data.lastLocationSiteId !== undefined){
 let data2 = data.lastLocationSiteId;
 if((typeof data2 !== "string") && (data2 !== null)){
-const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema36.properties.lastLocationSiteId.type},message:"must be string,null"};
+const err13 = {instancePath:instancePath+"/lastLocationSiteId",schemaPath:"#/properties/lastLocationSiteId/type",keyword:"type",params:{type: schema37.properties.lastLocationSiteId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err13];
 }
@@ -15458,7 +15519,7 @@ errors++;
 if(data.lastLocationCheckinId !== undefined){
 let data3 = data.lastLocationCheckinId;
 if((typeof data3 !== "string") && (data3 !== null)){
-const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema36.properties.lastLocationCheckinId.type},message:"must be string,null"};
+const err14 = {instancePath:instancePath+"/lastLocationCheckinId",schemaPath:"#/properties/lastLocationCheckinId/type",keyword:"type",params:{type: schema37.properties.lastLocationCheckinId.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -15471,7 +15532,7 @@ errors++;
 if(data.lastLocationLat !== undefined){
 let data4 = data.lastLocationLat;
 if((!((typeof data4 == "number") && (isFinite(data4)))) && (data4 !== null)){
-const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema36.properties.lastLocationLat.type},message:"must be number,null"};
+const err15 = {instancePath:instancePath+"/lastLocationLat",schemaPath:"#/properties/lastLocationLat/type",keyword:"type",params:{type: schema37.properties.lastLocationLat.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -15506,7 +15567,7 @@ errors++;
 if(data.lastLocationLng !== undefined){
 let data5 = data.lastLocationLng;
 if((!((typeof data5 == "number") && (isFinite(data5)))) && (data5 !== null)){
-const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema36.properties.lastLocationLng.type},message:"must be number,null"};
+const err18 = {instancePath:instancePath+"/lastLocationLng",schemaPath:"#/properties/lastLocationLng/type",keyword:"type",params:{type: schema37.properties.lastLocationLng.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -15541,7 +15602,7 @@ errors++;
 if(data.lastLocationAccuracyMeters !== undefined){
 let data6 = data.lastLocationAccuracyMeters;
 if((!((typeof data6 == "number") && (isFinite(data6)))) && (data6 !== null)){
-const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema36.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
+const err21 = {instancePath:instancePath+"/lastLocationAccuracyMeters",schemaPath:"#/properties/lastLocationAccuracyMeters/type",keyword:"type",params:{type: schema37.properties.lastLocationAccuracyMeters.type},message:"must be number,null"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -15569,8 +15630,8 @@ const _errs16 = errors;
 let valid1 = false;
 let passing0 = null;
 const _errs17 = errors;
-if(!(validate89(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate89.errors : vErrors.concat(validate89.errors);
+if(!(validate91(data7, {instancePath:instancePath+"/lastLocationSource",parentData:data,parentDataProperty:"lastLocationSource",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate91.errors : vErrors.concat(validate91.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs17 === errors;
@@ -15625,7 +15686,7 @@ vErrors = null;
 if(data.lastLocationCapturedAt !== undefined){
 let data8 = data.lastLocationCapturedAt;
 if((typeof data8 !== "string") && (data8 !== null)){
-const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema36.properties.lastLocationCapturedAt.type},message:"must be string,null"};
+const err25 = {instancePath:instancePath+"/lastLocationCapturedAt",schemaPath:"#/properties/lastLocationCapturedAt/type",keyword:"type",params:{type: schema37.properties.lastLocationCapturedAt.type},message:"must be string,null"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -15670,18 +15731,18 @@ vErrors.push(err27);
 }
 errors++;
 }
-validate416.errors = vErrors;
+validate429.errors = vErrors;
 return errors === 0;
 }
-validate416.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate429.evaluated = {"props":{"id":true,"userId":true,"lastLocationSiteId":true,"lastLocationCheckinId":true,"lastLocationLat":true,"lastLocationLng":true,"lastLocationAccuracyMeters":true,"lastLocationSource":true,"lastLocationCapturedAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.UserList = validate420;
+exports.UserList = validate433;
 const schema113 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/User"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate420(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate433(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate420.evaluated;
+const evaluated0 = validate433.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15714,8 +15775,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate88(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate88.errors : vErrors.concat(validate88.errors);
+if(!(validate90(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate90.errors : vErrors.concat(validate90.errors);
 errors = vErrors.length;
 }
 }
@@ -15748,19 +15809,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate420.errors = vErrors;
+validate433.errors = vErrors;
 return errors === 0;
 }
-validate420.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate433.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDelivery = validate423;
+exports.WebhookDelivery = validate436;
 const schema114 = {"type":"object","required":["id","subscriptionId","eventId","eventType","status","attempts","lastResponseStatus","lastResponseExcerpt","lastAttemptAt","nextAttemptAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whd_`."},"subscriptionId":{"type":"string"},"eventId":{"type":"string","description":"The event delivered; also the `webhook-id` header."},"eventType":{"$ref":"components#/$defs/EventType"},"status":{"$ref":"components#/$defs/WebhookDeliveryStatus"},"attempts":{"type":"integer","minimum":0,"description":"Attempts made in the current schedule, counted when each starts: one in flight counts, and so does one whose sending process stopped before it had an answer (the receiver may have had it; it is sent again after the lease). When the last attempt of the retry schedule ends that way the delivery is `abandoned` with that reason, and its subscription is not disabled for it; retry it to start again from 0."},"lastResponseStatus":{"type":["integer","null"],"description":"HTTP status of the last answer; null when there was none (timeout, refused connection)."},"lastResponseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the last answer's body (as UTF-8; control characters — U+0000–U+001F but tab and line breaks, U+007F–U+009F — shown as U+FFFD), or the error."},"lastAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the next attempt is due; null when none is, and while the subscription is paused or disabled (its deliveries wait for it to be active)."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 const schema115 = {"type":"string","enum":["pending","succeeded","failed","abandoned"],"description":"`pending`: no attempt of its current schedule has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it); a retry, a re-enabled subscription or a new target starts a new schedule, so earlier attempts may be in its `attemptHistory`. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window."};
 
-function validate425(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate438(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate425.evaluated;
+const evaluated0 = validate438.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15787,16 +15848,16 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate425.errors = vErrors;
+validate438.errors = vErrors;
 return errors === 0;
 }
-validate425.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate438.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
-function validate423(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate436(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate423.evaluated;
+const evaluated0 = validate436.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -15961,14 +16022,14 @@ errors++;
 }
 }
 if(data.eventType !== undefined){
-if(!(validate161(data.eventType, {instancePath:instancePath+"/eventType",parentData:data,parentDataProperty:"eventType",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+if(!(validate175(data.eventType, {instancePath:instancePath+"/eventType",parentData:data,parentDataProperty:"eventType",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate175.errors : vErrors.concat(validate175.errors);
 errors = vErrors.length;
 }
 }
 if(data.status !== undefined){
-if(!(validate425(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate425.errors : vErrors.concat(validate425.errors);
+if(!(validate438(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate438.errors : vErrors.concat(validate438.errors);
 errors = vErrors.length;
 }
 }
@@ -16164,18 +16225,18 @@ vErrors.push(err23);
 }
 errors++;
 }
-validate423.errors = vErrors;
+validate436.errors = vErrors;
 return errors === 0;
 }
-validate423.evaluated = {"props":{"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate436.evaluated = {"props":{"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDeliveryList = validate431;
+exports.WebhookDeliveryList = validate444;
 const schema116 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookDelivery"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate431(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate444(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate431.evaluated;
+const evaluated0 = validate444.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -16208,8 +16269,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate423(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate423.errors : vErrors.concat(validate423.errors);
+if(!(validate436(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate436.errors : vErrors.concat(validate436.errors);
 errors = vErrors.length;
 }
 }
@@ -16242,19 +16303,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate431.errors = vErrors;
+validate444.errors = vErrors;
 return errors === 0;
 }
-validate431.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate444.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookDeliveryWithAttempts = validate434;
+exports.WebhookDeliveryWithAttempts = validate447;
 const schema117 = {"allOf":[{"$ref":"components#/$defs/WebhookDelivery"},{"type":"object","required":["attemptHistory"],"properties":{"attemptHistory":{"type":"array","maxItems":50,"items":{"$ref":"components#/$defs/WebhookDeliveryAttempt"},"description":"The attempts that have an outcome, oldest first; the latest 50."}}}]};
 const schema118 = {"type":"object","required":["attempt","targetUrl","startedAt","durationMs","outcome","responseStatus","responseExcerpt"],"properties":{"attempt":{"type":"integer","minimum":1,"description":"The attempt's number in its retry schedule; a retry, a re-enabled subscription or a new target starts a new schedule at 1."},"targetUrl":{"type":"string","description":"Where the attempt was sent: the subscription's target at the time."},"startedAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From the start of the attempt to its answer, or to the error."},"outcome":{"type":"string","enum":["succeeded","failed"],"description":"`succeeded`: the target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":["string","null"],"description":"The first 200 characters of the answer's body, shown as `lastResponseExcerpt` is, or the error."}}};
 
-function validate436(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate449(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate436.evaluated;
+const evaluated0 = validate449.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -16460,24 +16521,24 @@ vErrors.push(err16);
 }
 errors++;
 }
-validate436.errors = vErrors;
+validate449.errors = vErrors;
 return errors === 0;
 }
-validate436.evaluated = {"props":{"attempt":true,"targetUrl":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
+validate449.evaluated = {"props":{"attempt":true,"targetUrl":true,"startedAt":true,"durationMs":true,"outcome":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate434(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate447(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate434.evaluated;
+const evaluated0 = validate447.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate423(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate423.errors : vErrors.concat(validate423.errors);
+if(!(validate436(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate436.errors : vErrors.concat(validate436.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -16506,8 +16567,8 @@ errors++;
 }
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate436(data0[i0], {instancePath:instancePath+"/attemptHistory/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate436.errors : vErrors.concat(validate436.errors);
+if(!(validate449(data0[i0], {instancePath:instancePath+"/attemptHistory/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate449.errors : vErrors.concat(validate449.errors);
 errors = vErrors.length;
 }
 }
@@ -16534,18 +16595,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate434.errors = vErrors;
+validate447.errors = vErrors;
 return errors === 0;
 }
-validate434.evaluated = {"props":{"attemptHistory":true,"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate447.evaluated = {"props":{"attemptHistory":true,"id":true,"subscriptionId":true,"eventId":true,"eventType":true,"status":true,"attempts":true,"lastResponseStatus":true,"lastResponseExcerpt":true,"lastAttemptAt":true,"nextAttemptAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookPingResult = validate439;
+exports.WebhookPingResult = validate452;
 const schema119 = {"type":"object","required":["id","targetUrl","sentAt","durationMs","succeeded","responseStatus","responseExcerpt"],"properties":{"id":{"type":"string","description":"The message's id, prefix `ping_`: its `webhook-id` and the `id` in its body."},"targetUrl":{"type":"string","description":"Where it was sent: the subscription's target."},"sentAt":{"$ref":"components#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"From sending to the answer, or to the error."},"succeeded":{"type":"boolean","description":"The target answered 2xx."},"responseStatus":{"type":["integer","null"],"description":"HTTP status of the answer; null when there was none (timeout, refused connection, a target not allowed)."},"responseExcerpt":{"type":"string","description":"The first 200 characters of the answer's body (control characters shown as U+FFFD), or the error."}}};
 
-function validate439(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate452(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate439.evaluated;
+const evaluated0 = validate452.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -16726,18 +16787,18 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate439.errors = vErrors;
+validate452.errors = vErrors;
 return errors === 0;
 }
-validate439.evaluated = {"props":{"id":true,"targetUrl":true,"sentAt":true,"durationMs":true,"succeeded":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
+validate452.evaluated = {"props":{"id":true,"targetUrl":true,"sentAt":true,"durationMs":true,"succeeded":true,"responseStatus":true,"responseExcerpt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookReplayResult = validate441;
+exports.WebhookReplayResult = validate454;
 const schema120 = {"type":"object","required":["replayed"],"properties":{"replayed":{"type":"integer","minimum":0,"description":"Deliveries queued."}}};
 
-function validate441(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate454(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate441.evaluated;
+const evaluated0 = validate454.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -16791,19 +16852,19 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate441.errors = vErrors;
+validate454.errors = vErrors;
 return errors === 0;
 }
-validate441.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
+validate454.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscription = validate442;
+exports.WebhookSubscription = validate455;
 const schema121 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
 const schema122 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
 
-function validate444(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate457(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate444.evaluated;
+const evaluated0 = validate457.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -16830,17 +16891,17 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate444.errors = vErrors;
+validate457.errors = vErrors;
 return errors === 0;
 }
-validate444.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate457.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 const formats32 = require("../../runtime/http/validationFormats").validationFormats.uri;
 
-function validate442(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate455(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate442.evaluated;
+const evaluated0 = validate455.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -17010,8 +17071,8 @@ errors++;
 }
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate161(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate161.errors : vErrors.concat(validate161.errors);
+if(!(validate175(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate175.errors : vErrors.concat(validate175.errors);
 errors = vErrors.length;
 }
 }
@@ -17053,8 +17114,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate444(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate444.errors : vErrors.concat(validate444.errors);
+if(!(validate457(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate457.errors : vErrors.concat(validate457.errors);
 errors = vErrors.length;
 }
 }
@@ -17222,18 +17283,18 @@ vErrors.push(err24);
 }
 errors++;
 }
-validate442.errors = vErrors;
+validate455.errors = vErrors;
 return errors === 0;
 }
-validate442.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate455.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionList = validate450;
+exports.WebhookSubscriptionList = validate463;
 const schema123 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate450(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate463(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate450.evaluated;
+const evaluated0 = validate463.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -17266,8 +17327,8 @@ let data0 = data.data;
 if(Array.isArray(data0)){
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate442(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate442.errors : vErrors.concat(validate442.errors);
+if(!(validate455(data0[i0], {instancePath:instancePath+"/data/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate455.errors : vErrors.concat(validate455.errors);
 errors = vErrors.length;
 }
 }
@@ -17300,26 +17361,26 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate450.errors = vErrors;
+validate463.errors = vErrors;
 return errors === 0;
 }
-validate450.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate463.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionWithSecret = validate453;
+exports.WebhookSubscriptionWithSecret = validate466;
 const schema124 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
 
-function validate453(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate466(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate453.evaluated;
+const evaluated0 = validate466.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
 if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
-if(!(validate442(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate442.errors : vErrors.concat(validate442.errors);
+if(!(validate455(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate455.errors : vErrors.concat(validate455.errors);
 errors = vErrors.length;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
@@ -17356,8 +17417,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate453.errors = vErrors;
+validate466.errors = vErrors;
 return errors === 0;
 }
-validate453.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate466.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 

@@ -20,7 +20,7 @@ const EVENT_TYPE_INFO: Readonly<Record<EventType, EventTypeInfo>> = {
   'site.updated': { resource: 'site', name: 'Site updated', description: 'A site was changed; `changedFields` names what changed.' },
   'site.deleted': { resource: 'site', name: 'Site deleted', description: 'A site was deleted; `data` is a tombstone `{id, deleted: true}`.' },
   'user.created': { resource: 'user', name: 'User profile created', description: 'A user profile was created.' },
-  'user.updated': { resource: 'user', name: 'User profile updated', description: "A user profile was changed; `changedFields` names what changed. Also recorded when a check-in moves the profile's last location, right after the check-in's event (`changedFields` then names the last-location fields)." },
+  'user.updated': { resource: 'user', name: 'User profile updated', description: "A user profile was changed; `changedFields` names what changed. Also recorded when a check-in moves the profile's last location, after the check-in's event and in the same transaction; other events may come between the two, so pair them by `data.lastLocationCheckinId` (`changedFields` then names the last-location fields)." },
   'checkin.created': { resource: 'checkin', name: 'Check-in created', description: 'A check-in was planned, or a walk-in was recorded.' },
   'checkin.activated': { resource: 'checkin', name: 'Worker checked in', description: 'A check-in became active: the worker is on site.' },
   'checkin.checked_out': { resource: 'checkin', name: 'Worker checked out', description: 'A check-in was checked out: the worker left the site.' },

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
+import { ContractSourceMap, formatPointer } from './sourceLocation';
 
 export type OpenApiDocument = Record<string, any>;
 
@@ -28,9 +29,10 @@ export function buildContract(contractDir: string): OpenApiDocument {
       mergeInto(doc.components[section], entries, `contract/paths/${file}: components.${section}`);
     }
   }
-  checkRefs(doc);
+  checkRefs(doc, contractDir);
   checkScopes(doc);
   checkNullableEnums(doc);
+  checkEventTypes(doc);
   return doc;
 }
 
@@ -50,7 +52,14 @@ export function contractFiles(contractDir: string): string[] {
 }
 
 function readYaml(file: string): OpenApiDocument {
-  const parsed = YAML.parse(fs.readFileSync(file, 'utf8'), { uniqueKeys: true });
+  let parsed: unknown;
+  try {
+    parsed = YAML.parse(fs.readFileSync(file, 'utf8'), { uniqueKeys: true });
+  } catch (err) {
+    // the parser's message has the line and column, not the file (the contract is 14 of them)
+    const at = (err as { linePos?: { line: number; col: number }[] }).linePos?.[0];
+    throw new Error(`${shownPath(file)}${at ? `:${at.line}:${at.col}` : ''}: ${(err as Error).message}`);
+  }
   if (!parsed || typeof parsed !== 'object') throw new Error(`${file}: not a YAML mapping`);
   return parsed;
 }
@@ -62,18 +71,87 @@ function mergeInto(target: Record<string, unknown>, source: Record<string, unkno
   }
 }
 
-/** Every `$ref` must point at something in the merged document. */
-function checkRefs(doc: OpenApiDocument): void {
-  const walk = (node: unknown, where: string): void => {
-    if (Array.isArray(node)) return node.forEach((n, i) => walk(n, `${where}/${i}`));
+/**
+ * Every `$ref` must point at something in the merged document. All that do not are listed, each
+ * at its file and line in contract/, with the likeliest name meant when one is close.
+ */
+function checkRefs(doc: OpenApiDocument, contractDir: string): void {
+  const broken: { ref: string; where: string }[] = [];
+  const walk = (node: unknown, where: string[]): void => {
+    if (Array.isArray(node)) return node.forEach((n, i) => walk(n, [...where, String(i)]));
     if (!node || typeof node !== 'object') return;
     for (const [key, value] of Object.entries(node)) {
       if (key === '$ref' && typeof value === 'string') {
-        if (!value.startsWith('#/') || resolvePointer(doc, value) === undefined) throw new Error(`unresolved $ref ${value} at ${where}`);
-      } else walk(value, `${where}/${key}`);
+        if (!value.startsWith('#/') || resolvePointer(doc, value) === undefined) broken.push({ ref: value, where: formatPointer([...where, key]) });
+      } else walk(value, [...where, key]);
     }
   };
-  walk(doc, '#');
+  walk(doc, []);
+  if (!broken.length) return;
+  const sources = new ContractSourceMap(contractDir);
+  throw new Error(broken.map(({ ref, where }) => {
+    const at = sources.locate(where);
+    const meant = closestName(doc, ref);
+    return `${shownPath(at.file)}:${at.line}:${at.col}: unresolved $ref ${ref}${meant ? ` (did you mean ${meant}?)` : ''} at ${where}`;
+  }).join('\n'));
+}
+
+/** The existing sibling of what a broken `$ref` names that is nearest to it (case or up to two edits), if any. */
+function closestName(doc: OpenApiDocument, ref: string): string | undefined {
+  const at = ref.lastIndexOf('/');
+  if (!ref.startsWith('#/') || at < 2) return undefined;
+  const parent = resolvePointer(doc, ref.slice(0, at));
+  if (!parent || typeof parent !== 'object') return undefined;
+  const name = ref.slice(at + 1);
+  const candidates = Object.keys(parent)
+    .map((key) => ({ key, distance: key.toLowerCase() === name.toLowerCase() ? 0 : editDistance(key, name) }))
+    .filter(({ distance }) => distance <= 2)
+    .sort((a, b) => a.distance - b.distance);
+  return candidates.length ? `${ref.slice(0, at + 1)}${candidates[0].key}` : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length];
+}
+
+/** A path as the reader can open it: relative to the working directory when below it. */
+export function shownPath(file: string): string {
+  const relative = path.relative(process.cwd(), file);
+  return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
+}
+
+/**
+ * An event type is written in four places of the contract, which must agree: the `EventType`
+ * enum, a webhook of its own (its body schema), a variant of the feed's `Event` and an entry of
+ * the delivered shape's `IntegrationEvent` mapping. One that is left out of some is named with
+ * the places it is missing from (test/events.test.ts then holds the code's list to the enum).
+ * Webhooks that are not events (the test message) are not in the enum.
+ */
+function checkEventTypes(doc: OpenApiDocument): void {
+  const schemas = doc.components?.schemas ?? {};
+  const declared: unknown = schemas.EventType?.enum;
+  if (!Array.isArray(declared)) return;
+  const places: Record<string, { names: string[]; extraAllowed: boolean }> = {
+    'components.schemas.EventType.enum': { names: declared.map(String), extraAllowed: false },
+    webhooks: { names: Object.keys(doc.webhooks ?? {}), extraAllowed: true },
+    'components.schemas.Event.oneOf (a variant whose properties.type.const is the type)': {
+      names: (schemas.Event?.oneOf ?? []).map((variant: any) => variant?.properties?.type?.const).filter((name: unknown) => typeof name === 'string'),
+      extraAllowed: false,
+    },
+    'components.schemas.IntegrationEvent.discriminator.mapping': { names: Object.keys(schemas.IntegrationEvent?.discriminator?.mapping ?? {}), extraAllowed: false },
+  };
+  const all = new Set(Object.values(places).flatMap(({ names, extraAllowed }) => (extraAllowed ? [] : names)));
+  const problems = [...all].sort().flatMap((type) => {
+    const missing = Object.entries(places).filter(([, { names }]) => !names.includes(type)).map(([place]) => place);
+    return missing.length ? [`event type ${type} is missing from ${missing.join(', ')}`] : [];
+  });
+  if (problems.length) throw new Error(`${problems.join('\n')}\n(each event type is declared in all of these: contract/paths/events.yaml and contract/paths/integrations.yaml)`);
 }
 
 /** The methods an OpenAPI path item may hold, in the specification's order. */

@@ -2956,7 +2956,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description Conflict with the current state (`ALREADY_EXISTS`, `INVALID_TRANSITION`), or an idempotency conflict (`IDEMPOTENCY_KEY_REUSED`, `IDEMPOTENCY_IN_PROGRESS`, which must not be retried). */
+        /** @description Conflict with the current state (`ALREADY_EXISTS`, `INVALID_TRANSITION`), or an idempotency conflict (`IDEMPOTENCY_KEY_REUSED`, never retried; `IDEMPOTENCY_IN_PROGRESS`, not retried in a loop: see Idempotency above). */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["XRequestId"];

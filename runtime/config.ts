@@ -102,7 +102,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: nonEmpty(env, 'HOST', '127.0.0.1'),
     databaseUrl: databaseUrl(env),
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 86400, 1, 30 * 86400),
-    idempotencyLeaseSeconds: integer(env, 'IDEMPOTENCY_LEASE_SECONDS', 8, 2, 3600),
+    // above SQLite's 5-second busy timeout plus the second between renewals: a shorter lease could be taken over from a live request
+    idempotencyLeaseSeconds: integer(env, 'IDEMPOTENCY_LEASE_SECONDS', 8, 7, 3600),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', LOG_LEVELS),
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     corsOrigins: origins(env),

@@ -35,11 +35,23 @@ async function main(): Promise<void> {
  * per start, in the process that forks the workers: the key is printed once, whatever
  * WEB_CONCURRENCY is. Returns what to print once the server listens.
  */
+/** The schema a Postgres URL's `options=-c search_path=…` names, if any. */
+function schemaOf(url: string): string | undefined {
+  try {
+    return /search_path=([^\s,]+)/.exec(new URL(url).searchParams.get('options') ?? '')?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
 async function prepareDatabase(config: Config): Promise<(port: number | undefined) => void> {
   const database = openDatabase(config.databaseUrl);
   try {
     await migrateLatest(database.knex).catch((err: Error) => {
-      const missing = /database .* does not exist/.test(err.message) ? ' (create it first, or fix DATABASE_URL)' : '';
+      const missing = /database .* does not exist/.test(err.message) ? ' (create it first, or fix DATABASE_URL)'
+        // Postgres' words when the search_path of DATABASE_URL's options names no schema that exists
+        : /no schema has been selected to create in/.test(err.message) ? ` (the schema DATABASE_URL's search_path names does not exist: create it first, \`create schema ${schemaOf(config.databaseUrl) ?? '…'}\`, or fix DATABASE_URL)`
+        : '';
       throw new Error(`Cannot prepare the database of DATABASE_URL: ${err.message}${missing}`);
     });
     const noKey = (await countApiKeys(database.knex)) === 0;

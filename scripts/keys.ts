@@ -63,10 +63,12 @@ function expiresIn(args: string[], { fallback, zero }: { fallback?: string; zero
 
 async function main(args: string[]): Promise<void> {
   const [command, ...rest] = args;
-  if (!command || command === '--help' || command === 'help') {
+  if (command === '--help' || command === 'help') {
     console.log(USAGE);
     return;
   }
+  // no command is a usage error, as an unknown one is (a script that lost its arguments must not pass)
+  if (!command) throw new UsageError('a command is needed');
   const { databaseUrl } = configOrExit(); // a bad setting: one line and exit 2, as for the server
   // on stderr, so that stdout stays what scripts read: which database the keys are in (a CLI run
   // without the server's DATABASE_URL would otherwise work on another one, unnoticed)

@@ -61,6 +61,10 @@ describeEachDatabase('API keys', (t) => {
     expect(bad.stderr).toContain(ALL_SCOPES.join(', '));
     expect((await keysCli(t.db.url, 'revoke', 'key_doesnotexist')).code).toBe(2);
     expect((await keysCli(t.db.url, 'frobnicate')).code).toBe(2);
+    const none = await keysCli(t.db.url);
+    expect({ code: none.code, usage: none.stderr.includes('usage:') }).toEqual({ code: 2, usage: true });
+    const help = await keysCli(t.db.url, '--help');
+    expect({ code: help.code, usage: help.stdout.includes('usage:') }).toEqual({ code: 0, usage: true });
     expect((await keysCli(t.db.url, 'create')).stderr).toContain('create needs --scopes');
   });
 

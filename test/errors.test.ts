@@ -94,6 +94,11 @@ describeEachDatabase('errors', (t) => {
   it('415 UNSUPPORTED_MEDIA_TYPE for a body that is not application/json', async () => {
     const res = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', 'text/plain').send('name=x').expect(415);
     expect(res.body).toEqual(anError('UNSUPPORTED_MEDIA_TYPE'));
+    // another JSON-based format is not a plain body either (a JSON Patch array, a merge patch)
+    for (const type of ['application/json-patch+json', 'application/merge-patch+json', 'application/vnd.example+json']) {
+      const other = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Content-Type', type).send('{"name":"x"}').expect(415);
+      expect({ type, body: other.body }).toEqual({ type, body: anError('UNSUPPORTED_MEDIA_TYPE') });
+    }
   });
 
   it('auth is checked before the body is read', async () => {

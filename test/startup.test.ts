@@ -24,6 +24,8 @@ describe('configuration', () => {
     ['PORT', 'abc', 'PORT="abc" is invalid: expected a whole number from 0 to 65535'],
     ['PORT', '70000', 'PORT="70000" is invalid: expected a whole number from 0 to 65535'],
     ['IDEMPOTENCY_TTL_SECONDS', '-5', 'IDEMPOTENCY_TTL_SECONDS="-5" is invalid'],
+    // a lease within SQLite's busy timeout could be taken over from a request still running
+    ['IDEMPOTENCY_LEASE_SECONDS', '3', 'IDEMPOTENCY_LEASE_SECONDS="3" is invalid: expected a whole number from 7 to 3600'],
     ['MAX_BODY_BYTES', '1MB', 'MAX_BODY_BYTES="1MB" is invalid'],
     ['LOG_LEVEL', 'loud', 'LOG_LEVEL="loud" is invalid: expected one of fatal, error, warn, info, debug, trace, silent'],
     ['DATABASE_URL', 'mysql://x', 'DATABASE_URL="mysql://x" is invalid: expected sqlite:'],
@@ -162,6 +164,16 @@ describePostgres('npm start on a Postgres database that does not exist', () => {
     expect(result.stderr).toContain('Cannot prepare the database of DATABASE_URL: database "fieldops_never_created" does not exist (create it first, or fix DATABASE_URL)');
     expect(result.stderr).not.toMatch(/^\s+at /m);
     expect(result.stdout).not.toMatch(/listening|fop_/);
+  });
+
+  it('names the schema to create when the search_path of DATABASE_URL names none that exists', async () => {
+    const url = new URL(process.env.TEST_DATABASE_URL!);
+    url.searchParams.set('options', '-c search_path=fieldops_no_such_schema');
+    const result = await promisify(execFile)(TSX, ['runtime/main.ts'], {
+      cwd: ROOT, env: { ...process.env, PORT: '0', DATABASE_URL: url.toString() }, timeout: 30000,
+    }).catch((e) => e);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("(the schema DATABASE_URL's search_path names does not exist: create it first, `create schema fieldops_no_such_schema`, or fix DATABASE_URL)");
   });
 });
 

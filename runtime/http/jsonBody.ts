@@ -18,7 +18,10 @@ export async function readJsonBody(req: Request, res: Response, maxBodyBytes: nu
   if (transferEncoding !== undefined && transferEncoding.trim().toLowerCase() !== 'chunked') {
     throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Transfer-Encoding ${transferEncoding} is not supported: send chunked or with Content-Length, and compress with Content-Encoding`);
   }
-  if (!req.is(['application/json', 'application/*+json'])) {
+  // application/json only, as the contract declares: a `+json` type names another format (a JSON
+  // Patch array, a merge patch) whose meaning this API does not implement, better refused than
+  // read as a plain body
+  if (!req.is(['application/json'])) {
     throw new ApiError('UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${req.headers['content-type'] ?? 'none'})`);
   }
   // JSON between systems is UTF-8 (RFC 8259 §8.1): any other declared charset is refused alike

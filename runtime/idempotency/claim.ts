@@ -61,7 +61,7 @@ export type ClaimResult = Claimed | { kind: 'replay'; response: StoredResponse }
 const isoIn = (now: number, seconds: number) => new Date(now + seconds * 1000).toISOString();
 
 const reused = () => new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request (method, path or body). Use a new key for a new request; do not retry.');
-const inProgress = () => new ApiError('IDEMPOTENCY_IN_PROGRESS', 'A request with this Idempotency-Key is still being processed. Do not retry; fetch the resource or wait for the first request.');
+const inProgress = () => new ApiError('IDEMPOTENCY_IN_PROGRESS', 'A request with this Idempotency-Key is still being processed. Wait for its answer; if it was lost, send this same request with the same key once more in a few seconds to get it (not in a loop).');
 
 /**
  * Claims `key` for this request, or answers what the request gets instead: the stored
@@ -263,7 +263,7 @@ export async function storeIdempotentResponse(trx: Knex, claim: Claimed, respons
 /** The claim was taken over by another request after our lease ran out: our work must not commit. */
 export class LeaseLostError extends ApiError {
   constructor() {
-    super('IDEMPOTENCY_IN_PROGRESS', 'The lease on this Idempotency-Key ran out and another request took it over. Do not retry; fetch the resource.');
+    super('IDEMPOTENCY_IN_PROGRESS', 'The lease on this Idempotency-Key ran out and another request with it took over. Send this same request with the same key once more in a few seconds to get that request\'s answer (not in a loop).');
   }
 }
 

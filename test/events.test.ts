@@ -72,6 +72,14 @@ describeEachDatabase('the change feed', (t) => {
     return (await t.db.knex('organizations').where({ name }).first()).id;
   }
 
+  it('an unknown query parameter is answered with the ones the feed takes (after, where other lists take cursor)', async () => {
+    const res = await t.http.get('/v1/events?cursor=abc').set('Authorization', t.auth).expect(400);
+    const hint = "is not a known field; this operation's query parameters are types, resourceId, after, afterEvent, since, limit";
+    expect(res.body).toEqual(anError('VALIDATION_ERROR', { error: `/query/cursor: ${hint}`, details: [{ path: '/query/cursor', message: hint }] }));
+    const none = await t.http.get('/v1/events/evt_x?limit=5').set('Authorization', t.auth).expect(400);
+    expect(none.body.details).toEqual([{ path: '/query/limit', message: 'is not a known field; this operation takes no query parameters' }]);
+  });
+
   it('records each check-in write as one event, data exactly as GET answers it, oldest first', async () => {
     const auth = await t.newKey({ organization: 'feed-checkins' });
     const created = (await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId: 'auth0|f', siteId: 'site_f' }).expect(201)).body;

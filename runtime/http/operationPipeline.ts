@@ -63,6 +63,7 @@ export async function runOperation(
     v.query,
     paged && typeof sent.cursor === 'string' ? { ...sent, cursor: unbindCursor(operationId, path, sent, sent.cursor) } : sent,
     queryAt < 0 ? '' : req.originalUrl.slice(queryAt + 1),
+    op.queryParams,
   );
   let body: unknown;
   if (v.body) {

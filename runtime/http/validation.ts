@@ -27,7 +27,7 @@ export function validateOrThrow<T>(validate: ValidateFunction, data: T, prefix: 
  * types; a number is taken only as written in decimal (`50`, `2.5`, `-3`): Ajv's coercion alone
  * would also read `0x10` as 16 and ` 5`, `+5` or `1e1` as numbers.
  */
-export function validateQueryOrThrow<T extends Record<string, unknown>>(validate: ValidateFunction, raw: T, rawQueryString: string): T {
+export function validateQueryOrThrow<T extends Record<string, unknown>>(validate: ValidateFunction, raw: T, rawQueryString: string, known: readonly string[] = []): T {
   // the query parser turns a percent-escape that is not UTF-8 (`%FF`) into U+FFFD, and keeps a
   // malformed one (`%`, `%ZZ`) as text; a path is refused for either, and so is a query
   try {
@@ -40,7 +40,7 @@ export function validateQueryOrThrow<T extends Record<string, unknown>>(validate
   try {
     query = validateOrThrow(validate, { ...raw }, '/query');
   } catch (err) {
-    if (err instanceof ApiError) throw withPlusHint(err, raw);
+    if (err instanceof ApiError) throw withKnownParameters(withPlusHint(err, raw), known);
     throw err;
   }
   for (const [name, value] of Object.entries(query)) {
@@ -54,6 +54,19 @@ export function validateQueryOrThrow<T extends Record<string, unknown>>(validate
 }
 
 const DECIMAL = /^-?\d+(\.\d+)?$/;
+
+/**
+ * An unknown query parameter's refusal names the ones the operation takes: the change feed's
+ * `after` where a client sent the other lists' `cursor`, a filter misspelt.
+ */
+function withKnownParameters(err: ApiError, known: readonly string[]): ApiError {
+  const takes = known.length ? `this operation's query parameters are ${known.join(', ')}` : 'this operation takes no query parameters';
+  const hinted = err.details?.map((detail) => (detail.path?.startsWith('/query/') && detail.message === 'is not a known field' ? { ...detail, message: `${detail.message}; ${takes}` } : detail));
+  if (!hinted || !hinted.some((d, i) => d !== err.details![i])) return err;
+  // the message leads with the first detail: it says the same
+  const first = err.details![0];
+  return new ApiError(err.code, err.message.replace(`${first.path}: ${first.message}`, `${hinted[0].path}: ${hinted[0].message}`), hinted, err.headers);
+}
 
 /**
  * A time sent with its `+hh:mm` offset unescaped reaches the server with a space for the `+`

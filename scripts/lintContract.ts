@@ -20,7 +20,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import YAML from 'yaml';
-import { buildContract, shownPath as shown } from './contract/bundle';
+import { buildContract } from './contract/bundle';
+import { shownPath as shown } from './contract/files';
 import { ContractSourceMap } from './contract/sourceLocation';
 
 const root = path.resolve(__dirname, '..');

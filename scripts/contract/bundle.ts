@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
+import { contractFiles, PART_KEYS, shownPath } from './files';
 import { ContractSourceMap, formatPointer } from './sourceLocation';
 
 export type OpenApiDocument = Record<string, any>;
@@ -34,21 +35,6 @@ export function buildContract(contractDir: string): OpenApiDocument {
   checkNullableEnums(doc);
   checkEventTypes(doc);
   return doc;
-}
-
-/** The top-level keys a resource file (contract/paths/*.yaml) may hold. */
-export const PART_KEYS = ['paths', 'webhooks', 'components'] as const;
-
-/**
- * The files buildContract merges, in its order: contract/openapi.yaml first, then every
- * contract/paths/*.yaml in name order (absolute paths). Each path, webhook and component
- * (`components.<section>.<name>`) is defined in exactly one of them; everything else is in
- * openapi.yaml.
- */
-export function contractFiles(contractDir: string): string[] {
-  const pathsDir = path.join(contractDir, 'paths');
-  const parts = fs.readdirSync(pathsDir).filter((f) => f.endsWith('.yaml')).sort();
-  return [path.join(contractDir, 'openapi.yaml'), ...parts.map((f) => path.join(pathsDir, f))].map((f) => path.resolve(f));
 }
 
 function readYaml(file: string): OpenApiDocument {
@@ -120,11 +106,6 @@ function editDistance(a: string, b: string): number {
   return previous[b.length];
 }
 
-/** A path as the reader can open it: relative to the working directory when below it. */
-export function shownPath(file: string): string {
-  const relative = path.relative(process.cwd(), file);
-  return relative && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : file;
-}
 
 /**
  * An event type is written in four places of the contract, which must agree: the `EventType`

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import YAML, { isAlias, isMap, isScalar, isSeq, LineCounter, type Document, type Node } from 'yaml';
-import { contractFiles, PART_KEYS } from './bundle';
+import { contractFiles, PART_KEYS } from './files';
 
 /** Where a part of the bundled document (generated/openapi.json) is written in contract/. */
 export interface SourceLocation {

@@ -118,6 +118,33 @@ describeEachDatabase('API keys', (t) => {
     expect(again.stderr).toContain(`key ${oldId} expired at ${expiresAt}`);
   });
 
+  it('roll: the new key goes on with the old one\'s Idempotency-Keys, so a retry sent with the new secret replays; another key does not', async () => {
+    const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read,sites:write', '--org', 'acme-roll-retry', '--name', 'field-app');
+    const oldAuth = `Bearer ${lastLine(created.stdout)}`;
+    const oldId = /created key (key_\w+)/.exec(created.stdout)![1];
+    // the client sent a write with the old secret; its answer was lost; meanwhile the key was rolled
+    const first = await t.http.post('/v1/sites').set('Authorization', oldAuth).set('Idempotency-Key', 'visit-1').send({ name: 'Pending at the roll' }).expect(201);
+    const rolled = await keysCli(t.db.url, 'roll', oldId);
+    const newAuth = `Bearer ${lastLine(rolled.stdout)}`;
+    const newId = /created key (key_\w+)/.exec(rolled.stdout)![1];
+    const retried = await t.http.post('/v1/sites').set('Authorization', newAuth).set('Idempotency-Key', 'visit-1').send({ name: 'Pending at the roll' }).expect(201);
+    expect({ body: retried.body, replayed: retried.headers['idempotent-replayed'] }).toEqual({ body: first.body, replayed: 'true' });
+    // and the other way, a write begun with the new secret and retried with the old one
+    const begun = await t.http.post('/v1/sites').set('Authorization', newAuth).set('Idempotency-Key', 'visit-2').send({ name: 'Begun after the roll' }).expect(201);
+    expect((await t.http.post('/v1/sites').set('Authorization', oldAuth).set('Idempotency-Key', 'visit-2').send({ name: 'Begun after the roll' }).expect(201)).body).toEqual(begun.body);
+    // a key rolled from the rolled one too
+    const rolledAgain = await keysCli(t.db.url, 'roll', newId);
+    const thirdAuth = `Bearer ${lastLine(rolledAgain.stdout)}`;
+    expect((await t.http.post('/v1/sites').set('Authorization', thirdAuth).set('Idempotency-Key', 'visit-1').send({ name: 'Pending at the roll' }).expect(201)).body).toEqual(first.body);
+    // a key of its own, in the same organization, does not see them: the same value is a new operation
+    const other = await keysCli(t.db.url, 'create', '--scopes', 'sites:read,sites:write', '--org', 'acme-roll-retry', '--name', 'other-app');
+    const own = await t.http.post('/v1/sites').set('Authorization', `Bearer ${lastLine(other.stdout)}`).set('Idempotency-Key', 'visit-1').send({ name: 'Pending at the roll' }).expect(201);
+    expect(own.headers['idempotent-replayed']).toBeUndefined();
+    expect(own.body.id).not.toBe(first.body.id);
+    const names = (await t.http.get('/v1/sites?limit=100').set('Authorization', newAuth).expect(200)).body.data.map((site: { name: string }) => site.name).sort();
+    expect(names).toEqual(['Begun after the roll', 'Pending at the roll', 'Pending at the roll']);
+  });
+
   it('roll --expires-in 0 ends the old key at once; revoked, unknown keys and bad durations are refused', async () => {
     const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read', '--org', 'acme-roll-now');
     const oldAuth = `Bearer ${lastLine(created.stdout)}`;

@@ -46,6 +46,11 @@ export interface Principal {
   keyId: string;
   orgId: string;
   scopes: ReadonlySet<string>;
+  /**
+   * Whose Idempotency-Keys this key's requests use: its own id, or for a rolled key the key it
+   * was rolled from's (README, "API keys"), so that a retry sent with the new secret replays.
+   */
+  idempotencyScope: string;
 }
 
 /** The secret is stored only as its SHA-256: with 256 random bits a slow hash adds nothing. */
@@ -67,7 +72,7 @@ export async function createApiKey(
 /** A new key (and its organization, when new) in the transaction `trx`. */
 async function insertNewKey(
   trx: Knex,
-  options: { scopes: readonly string[]; organization?: string; name?: string; expiresAt?: string },
+  options: { scopes: readonly string[]; organization?: string; name?: string; expiresAt?: string; idempotencyScope?: string },
 ): Promise<{ id: string; secret: string }> {
   const unknown = options.scopes.filter((s) => !ALL_SCOPES.includes(s));
   if (unknown.length) throw new UnknownScopeError(`unknown scope ${unknown.join(', ')}; valid scopes: ${ALL_SCOPES.join(', ')}`);
@@ -90,6 +95,7 @@ async function insertNewKey(
     scopes: [...new Set(options.scopes)].sort().join(' '),
     created_at: now,
     expires_at: options.expiresAt ?? null,
+    idempotency_scope: options.idempotencyScope ?? null,
   });
   return { id, secret };
 }
@@ -129,7 +135,8 @@ export async function rollApiKey(db: Knex, keyId: string, oldExpiresAt: string):
   const { id, secret } = await inWriteTransaction(db, async (trx) => {
     const lifetimeMs = row.expires_at === null ? undefined : Date.parse(row.expires_at) - Date.parse(row.created_at);
     const expiresAt = lifetimeMs === undefined ? undefined : new Date(Date.now() + lifetimeMs).toISOString();
-    const made = await insertNewKey(trx, { scopes: row.scopes.split(' '), organization: row.org_name, name: row.name, expiresAt });
+    // the new key goes on with the old one's Idempotency-Keys: a write pending when the client moved is replayed, not run again
+    const made = await insertNewKey(trx, { scopes: row.scopes.split(' '), organization: row.org_name, name: row.name, expiresAt, idempotencyScope: row.idempotency_scope ?? row.id });
     await shortenApiKeyExpiry(trx, keyId, oldExpiresAt);
     return made;
   });
@@ -209,7 +216,7 @@ export async function authenticate(db: Knex, authorization: string | undefined):
   if (!row.last_used_at || now.getTime() - Date.parse(row.last_used_at) > LAST_USED_RESOLUTION_MS) {
     await updateLastUsedAt(db, row.id, now.toISOString());
   }
-  const principal: Principal = { keyId: row.id, orgId: row.org_id, scopes: new Set(String(row.scopes).split(' ')) };
+  const principal: Principal = { keyId: row.id, orgId: row.org_id, scopes: new Set(String(row.scopes).split(' ')), idempotencyScope: row.idempotency_scope };
   if (cache.size >= PRINCIPAL_CACHE_MAX) cache.clear();
   // never kept past the key's expiry
   const until = now.getTime() + PRINCIPAL_TTL_MS;

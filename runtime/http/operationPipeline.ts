@@ -81,7 +81,8 @@ export async function runOperation(
     if (paged && typeof page?.nextCursor === 'string') page.nextCursor = bindCursor(operationId, path, sent, page.nextCursor);
     return send(res, reply);
   }
-  const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.keyId, key: idempotencyKey, fingerprint: requestFingerprint };
+  // the key's idempotency scope: its own id, or for a rolled key its predecessor's (a retry with the new secret replays)
+  const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.idempotencyScope, key: idempotencyKey, fingerprint: requestFingerprint };
   // a handler's `prepare` (http/handler.ts) runs outside the transaction, before it begins
   let prepared: unknown;
   const prepare = handler.prepare && (async () => { prepared = await handler.prepare!({ ...input, reads: committedReads(deps.db) }); });

@@ -23,6 +23,7 @@ export interface ApiKeyRow {
   last_used_at: string | null;
   revoked_at: string | null;
   expires_at: string | null;
+  idempotency_scope: string | null;
 }
 
 export interface NewApiKeyRow {
@@ -34,10 +35,12 @@ export interface NewApiKeyRow {
   scopes: string;
   created_at: string;
   expires_at: string | null;
+  /** A rolled key: its predecessor's scope (see migration 0019); null for a key of its own. */
+  idempotency_scope?: string | null;
 }
 
-export type KeyLookupRow = { id: string; org_id: string; scopes: string; last_used_at: string | null; revoked_at: string | null; expires_at: string | null };
-const KEY_LOOKUP_SQL = 'select id, org_id, scopes, last_used_at, revoked_at, expires_at from api_keys where secret_hash = ? limit 1';
+export type KeyLookupRow = { id: string; org_id: string; scopes: string; last_used_at: string | null; revoked_at: string | null; expires_at: string | null; idempotency_scope: string };
+const KEY_LOOKUP_SQL = 'select id, org_id, scopes, last_used_at, revoked_at, expires_at, coalesce(idempotency_scope, id) as idempotency_scope from api_keys where secret_hash = ? limit 1';
 
 export async function findOrganizationByName(db: Knex, name: string): Promise<OrganizationRow | undefined> {
   return db('organizations').where({ name }).first();

@@ -3092,7 +3092,7 @@ export interface components {
         Limit: number;
         /** @description The `nextCursor` of the previous page (opaque), passed back to the same operation on the same path with the same filters (`limit` may change): a cursor of another list, of another parent's list (another subscription's deliveries), of other filters, or not answered by this API answers 400 `VALIDATION_ERROR`. */
         Cursor: string;
-        /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+        /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
         IdempotencyKey: string;
         /** @description The event id, the same on every attempt and replay of the event; deduplicate on it. */
         WebhookId: string;
@@ -3198,7 +3198,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -3313,7 +3313,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3349,7 +3349,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3472,7 +3472,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -3587,7 +3587,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3623,7 +3623,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -3834,7 +3834,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -3965,7 +3965,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4494,7 +4494,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4645,7 +4645,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4683,7 +4683,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4751,7 +4751,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4809,7 +4809,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -4989,7 +4989,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -5047,7 +5047,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -5233,7 +5233,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5356,7 +5356,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -5486,7 +5486,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5662,7 +5662,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -5827,7 +5827,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -5921,7 +5921,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -6100,7 +6100,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -6298,7 +6298,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -6408,7 +6408,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -6444,7 +6444,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -6575,7 +6575,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -6745,7 +6745,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -6781,7 +6781,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {
@@ -6946,7 +6946,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path?: never;
@@ -7076,7 +7076,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key (and the keys rolled from it). 1 to 128 characters. */
+                /** @description Makes the write safe to retry: the same key with the same request within the retention (24 h by default) replays the first answer. Scoped to the API key, shared by every key rolled from it (and the one it was rolled from). 1 to 128 characters. */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
             path: {

@@ -31,19 +31,23 @@ async function main(): Promise<void> {
 }
 
 /**
- * Migrates and, on the first start, creates one key with every scope. Once
- * per start, in the process that forks the workers: the key is printed once, whatever
- * WEB_CONCURRENCY is. Returns what to print once the server listens.
+ * The schema tables are created in, as a Postgres URL's `options=-c search_path=…` names it: its
+ * first entry that names a schema (`"$user"` names the role's own), if any.
  */
-/** The schema a Postgres URL's `options=-c search_path=…` names, if any. */
 function schemaOf(url: string): string | undefined {
   try {
-    return /search_path=([^\s,]+)/.exec(new URL(url).searchParams.get('options') ?? '')?.[1];
+    const path = /search_path=(\S+)/.exec(new URL(url).searchParams.get('options') ?? '')?.[1];
+    return path?.split(',').map((entry) => entry.trim()).find((entry) => entry !== '' && entry.replace(/"/g, '') !== '$user');
   } catch {
     return undefined;
   }
 }
 
+/**
+ * Migrates and, on the first start, creates one key with every scope. Once
+ * per start, in the process that forks the workers: the key is printed once, whatever
+ * WEB_CONCURRENCY is. Returns what to print once the server listens.
+ */
 async function prepareDatabase(config: Config): Promise<(port: number | undefined) => void> {
   const database = openDatabase(config.databaseUrl);
   try {

@@ -106,7 +106,9 @@ function main(): number {
   const errors = kept.filter((p) => p.severity === 'error').length;
   const warnings = kept.length - errors;
   const ignored = report.ignored + problems.length - kept.length;
-  console.log(`${shown(bundle)} (from ${shown(contractDir)}/): ${errors} error${errors === 1 ? '' : 's'}, ${warnings} warning${warnings === 1 ? '' : 's'}${ignored ? `, ${ignored} more excepted in .redocly.lint-ignore.yaml` : ''}`);
+  // Redocly's count; a finding it reports several times in the same words is one line above
+  const folded = lines.length > shownLines.length ? ` (in ${shownLines.length} distinct line${shownLines.length === 1 ? '' : 's'} above)` : '';
+  console.log(`${shown(bundle)} (from ${shown(contractDir)}/): ${errors} error${errors === 1 ? '' : 's'}, ${warnings} warning${warnings === 1 ? '' : 's'}${folded}${ignored ? `, ${ignored} more excepted in .redocly.lint-ignore.yaml` : ''}`);
   // a lint of the bundle from before the last edit says nothing about the contract as it is
   if (!bundleIsCurrent(contractDir, bundle)) {
     console.log(`${shown(bundle)} is not what ${shown(contractDir)}/ bundles to now: run \`npm run generate\`, then lint again (what is above is about the old bundle)`);

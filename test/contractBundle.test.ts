@@ -72,6 +72,26 @@ describe('contract bundling (npm run generate)', () => {
     }
   });
 
+  it('takes a feed variant written as its own component, or with an enum of one type', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-contract-variants-'));
+    try {
+      fs.cpSync(path.join(__dirname, '..', 'contract'), dir, { recursive: true });
+      const events = path.join(dir, 'paths', 'events.yaml');
+      const text = fs.readFileSync(events, 'utf8');
+      const siteCreated = text.split('\n').find((line) => line.includes('{ const: site.created }, data'))!;
+      const siteDeleted = text.split('\n').find((line) => line.includes('{ const: site.deleted }, data'))!;
+      expect([siteCreated, siteDeleted]).toEqual([expect.stringMatching(/^ {8}- \{/), expect.stringMatching(/^ {8}- \{/)]);
+      const moved = text
+        .replace(siteCreated, "        - $ref: '#/components/schemas/SiteCreatedFeedEvent'")
+        .replace(siteDeleted, siteDeleted.replace('{ const: site.deleted }', '{ enum: [site.deleted] }'))
+        .replace('    EventSequence:', `    SiteCreatedFeedEvent:\n${siteCreated.replace(/^ {8}- /, '      ')}\n    EventSequence:`);
+      fs.writeFileSync(events, moved);
+      expect(() => buildContract(dir)).not.toThrow();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('names the file of a YAML syntax error, with its line', () => {
     const dir = contractDir({ 'a.yaml': 'paths:\n  /v1/things:\n    get: [unclosed\n' });
     expect(() => buildContract(dir)).toThrow(new RegExp(`${path.join(dir, 'paths', 'a.yaml').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:\\d+:\\d+: Flow sequence`));

@@ -236,6 +236,7 @@ describeEachDatabase('the change feed', (t) => {
     // an offset's + written as is arrives as a space: the refusal says how to write it
     const plus = await t.http.get('/v1/events?since=2026-11-25T10:00:00+01:00').set('Authorization', auth).expect(400);
     expect(plus.body.details).toEqual([{ path: '/query/since', message: expect.stringContaining("a + in a URL's query is read as a space: write the offset +01:00 as %2B01:00") }]);
+    expect(plus.body.error).toBe(`/query/since: ${plus.body.details[0].message}`); // the message leads with the same words
     // …and only then: a space for the T, or a time without an offset, is not told about a +
     for (const since of ['2026-11-25 10:00', '2026-11-25T10:00']) {
       const refused = await t.http.get('/v1/events').query({ since }).set('Authorization', auth).expect(400);

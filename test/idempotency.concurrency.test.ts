@@ -1,6 +1,6 @@
 import { describeEachDatabase, anError, itOn, TestContext, TestClient } from './support/testApp';
 import { startServerProcesses, ServerProcess } from './support/serverProcess';
-import { authenticate } from '../runtime/auth/apiKeys';
+import { authenticate, createApiKey, rollApiKey } from '../runtime/auth/apiKeys';
 import { inWriteTransaction } from '../runtime/storage/writeTransaction';
 import { createSite } from '../runtime/domain/sites';
 import { claimIdempotencyKey, releaseIdempotencyKey, runClaimedOperation, storeIdempotentResponse, Claimed, LeaseLostError, IdempotencySettings } from '../runtime/idempotency/claim';
@@ -54,6 +54,16 @@ describeEachDatabase('idempotency under concurrency', (t) => {
   it('20 parallel identical requests create exactly one resource', async () => {
     const body = { name: 'Parallel one app' };
     const answers = await Promise.all(Array.from({ length: 20 }, () => viaApp(t.http, t.auth, 'parallel-1', body)));
+    expectOneOperation(answers);
+    expect(await sitesNamed(t, body.name)).toBe(1);
+  });
+
+  it('the same when half of them are sent with a key rolled from the first (they share its Idempotency-Keys)', async () => {
+    const { key, secret } = await createApiKey(t.db.knex, { scopes: ['sites:write'], organization: 'rolled-in-flight' });
+    const rolled = await rollApiKey(t.db.knex, key.id, new Date(Date.now() + 3_600_000).toISOString());
+    const auths = [`Bearer ${secret}`, `Bearer ${rolled.secret}`];
+    const body = { name: 'Parallel across a roll' };
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => viaApp(t.http, auths[i % 2], 'parallel-roll', body)));
     expectOneOperation(answers);
     expect(await sitesNamed(t, body.name)).toBe(1);
   });

@@ -8,8 +8,8 @@ import { fingerprint } from '../runtime/idempotency/request';
 
 // A server process killed (SIGKILL) while an idempotent write is in flight: the retry with the
 // same key is processed as soon as the owner is known to be gone — within 2 s on Postgres, and on
-// SQLite within the lease (IDEMPOTENCY_LEASE_SECONDS, 8 s by default, as docs/idempotency.md
-// says) plus 1 s for the retry to be sent and answered, of a serving process being there —
+// SQLite within the lease (IDEMPOTENCY_LEASE_SECONDS, 8 s by default, as the README's settings
+// table says) plus 1 s for the retry to be sent and answered, of a serving process being there —
 // exactly once, and never while the original
 // still runs. The slow write is real: a trigger on one marked reading of a 300-reading batch
 // (SQLite: a CPU-bound recursive query of about 3 s; Postgres: a row lock the test holds).

@@ -168,7 +168,7 @@ describePostgres('npm start on a Postgres database that does not exist', () => {
 
   it('names the schema to create when the search_path of DATABASE_URL names none that exists', async () => {
     const url = new URL(process.env.TEST_DATABASE_URL!);
-    url.searchParams.set('options', '-c search_path=fieldops_no_such_schema');
+    url.searchParams.set('options', '-c search_path="$user",fieldops_no_such_schema'); // "$user" names the role's own schema, which is not there either
     const result = await promisify(execFile)(TSX, ['runtime/main.ts'], {
       cwd: ROOT, env: { ...process.env, PORT: '0', DATABASE_URL: url.toString() }, timeout: 30000,
     }).catch((e) => e);

@@ -47,8 +47,9 @@ export interface Principal {
   orgId: string;
   scopes: ReadonlySet<string>;
   /**
-   * Whose Idempotency-Keys this key's requests use: its own id, or for a rolled key the key it
-   * was rolled from's (README, "API keys"), so that a retry sent with the new secret replays.
+   * Whose Idempotency-Keys this key's requests use: its own id, or for a rolled key the id of the
+   * first key of its roll chain (README, "API keys"), which every key of the chain shares, so that
+   * a retry sent with the new secret replays.
    */
   idempotencyScope: string;
 }
@@ -135,7 +136,7 @@ export async function rollApiKey(db: Knex, keyId: string, oldExpiresAt: string):
   const { id, secret } = await inWriteTransaction(db, async (trx) => {
     const lifetimeMs = row.expires_at === null ? undefined : Date.parse(row.expires_at) - Date.parse(row.created_at);
     const expiresAt = lifetimeMs === undefined ? undefined : new Date(Date.now() + lifetimeMs).toISOString();
-    // the new key goes on with the old one's Idempotency-Keys: a write pending when the client moved is replayed, not run again
+    // the new key joins the old one's roll chain and its Idempotency-Keys: a write pending when the client moved is replayed, not run again
     const made = await insertNewKey(trx, { scopes: row.scopes.split(' '), organization: row.org_name, name: row.name, expiresAt, idempotencyScope: row.idempotency_scope ?? row.id });
     await shortenApiKeyExpiry(trx, keyId, oldExpiresAt);
     return made;

@@ -81,7 +81,7 @@ export async function runOperation(
     if (paged && typeof page?.nextCursor === 'string') page.nextCursor = bindCursor(operationId, path, sent, page.nextCursor);
     return send(res, reply);
   }
-  // the key's idempotency scope: its own id, or for a rolled key its predecessor's (a retry with the new secret replays)
+  // the key's idempotency scope: its own id, or for a rolled key its roll chain's (a retry with the new secret replays)
   const keyed = idempotencyKey === undefined ? undefined : { apiKeyId: principal.idempotencyScope, key: idempotencyKey, fingerprint: requestFingerprint };
   // a handler's `prepare` (http/handler.ts) runs outside the transaction, before it begins
   let prepared: unknown;

@@ -61,9 +61,16 @@ const DECIMAL = /^-?\d+(\.\d+)?$/;
  */
 function withKnownParameters(err: ApiError, known: readonly string[]): ApiError {
   const takes = known.length ? `this operation's query parameters are ${known.join(', ')}` : 'this operation takes no query parameters';
-  const hinted = err.details?.map((detail) => (detail.path?.startsWith('/query/') && detail.message === 'is not a known field' ? { ...detail, message: `${detail.message}; ${takes}` } : detail));
+  return withHintedDetails(err, (detail) => (detail.path?.startsWith('/query/') && detail.message === 'is not a known field' ? `${detail.message}; ${takes}` : undefined));
+}
+
+/** The error with the details `hint` gives a new message for changed, and its message too when it leads with the first of them. */
+function withHintedDetails(err: ApiError, hint: (detail: ErrorDetail) => string | undefined): ApiError {
+  const hinted = err.details?.map((detail) => {
+    const message = hint(detail);
+    return message === undefined ? detail : { ...detail, message };
+  });
   if (!hinted || !hinted.some((d, i) => d !== err.details![i])) return err;
-  // the message leads with the first detail: it says the same
   const first = err.details![0];
   return new ApiError(err.code, err.message.replace(`${first.path}: ${first.message}`, `${hinted[0].path}: ${hinted[0].message}`), hinted, err.headers);
 }
@@ -73,13 +80,12 @@ function withKnownParameters(err: ApiError, known: readonly string[]): ApiError 
  * (a URL's query reads `+` as a space): the date-time refusal of such a value says so.
  */
 function withPlusHint(err: ApiError, raw: Record<string, unknown>): ApiError {
-  const hinted = err.details?.map((detail) => {
+  return withHintedDetails(err, (detail) => {
     const sent = raw[(detail.path ?? '').replace(/^\/query\//, '')];
     return detail.message.startsWith('must be an RFC 3339 date-time') && typeof sent === 'string' && /T\d{2}:\d{2}(:\d{2}(\.\d+)?)? \d{2}:\d{2}$/.test(sent)
-      ? { ...detail, message: `${detail.message}; a + in a URL's query is read as a space: write the offset +${sent.slice(-5)} as %2B${sent.slice(-5)}` }
-      : detail;
+      ? `${detail.message}; a + in a URL's query is read as a space: write the offset +${sent.slice(-5)} as %2B${sent.slice(-5)}`
+      : undefined;
   });
-  return hinted && hinted.some((d, i) => d !== err.details![i]) ? new ApiError(err.code, err.message, hinted, err.headers) : err;
 }
 
 /**

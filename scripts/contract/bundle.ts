@@ -122,7 +122,7 @@ function checkEventTypes(doc: OpenApiDocument): void {
     'components.schemas.EventType.enum': { names: declared.map(String), extraAllowed: false },
     webhooks: { names: Object.keys(doc.webhooks ?? {}), extraAllowed: true },
     'components.schemas.Event.oneOf (a variant whose properties.type.const is the type)': {
-      names: (schemas.Event?.oneOf ?? []).map((variant: any) => variant?.properties?.type?.const).filter((name: unknown) => typeof name === 'string'),
+      names: (schemas.Event?.oneOf ?? []).map((variant: unknown) => typeNamed(doc, variant)).filter((name: unknown): name is string => typeof name === 'string'),
       extraAllowed: false,
     },
     'components.schemas.IntegrationEvent.discriminator.mapping': { names: Object.keys(schemas.IntegrationEvent?.discriminator?.mapping ?? {}), extraAllowed: false },
@@ -133,6 +133,14 @@ function checkEventTypes(doc: OpenApiDocument): void {
     return missing.length ? [`event type ${type} is missing from ${missing.join(', ')}`] : [];
   });
   if (problems.length) throw new Error(`${problems.join('\n')}\n(each event type is declared in all of these: contract/paths/events.yaml and contract/paths/integrations.yaml)`);
+}
+
+/** The one value a variant's `type` property allows (`const`, or an `enum` of one), through `$ref`s. */
+function typeNamed(doc: OpenApiDocument, schema: unknown): string | undefined {
+  const resolve = (node: any): any => (node && typeof node.$ref === 'string' ? resolve(resolvePointer(doc, node.$ref)) : node);
+  const type = resolve(resolve(schema)?.properties?.type);
+  if (typeof type?.const === 'string') return type.const;
+  return Array.isArray(type?.enum) && type.enum.length === 1 && typeof type.enum[0] === 'string' ? type.enum[0] : undefined;
 }
 
 /** The methods an OpenAPI path item may hold, in the specification's order. */

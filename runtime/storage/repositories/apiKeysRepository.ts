@@ -35,7 +35,7 @@ export interface NewApiKeyRow {
   scopes: string;
   created_at: string;
   expires_at: string | null;
-  /** A rolled key: its predecessor's scope (see migration 0019); null for a key of its own. */
+  /** A rolled key: the scope of the key it was rolled from, i.e. the first key of the chain's id (migration 0019); null for a key of its own. */
   idempotency_scope?: string | null;
 }
 

@@ -145,6 +145,24 @@ describeEachDatabase('API keys', (t) => {
     expect(names).toEqual(['Begun after the roll', 'Pending at the roll', 'Pending at the roll']);
   });
 
+  it('a key rolled before the upgrade that shares Idempotency-Keys keeps its own; rolled again, its successor shares that one', async () => {
+    const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read,sites:write', '--org', 'acme-roll-before', '--name', 'legacy-app');
+    const oldAuth = `Bearer ${lastLine(created.stdout)}`;
+    const rolled = await keysCli(t.db.url, 'roll', /created key (key_\w+)/.exec(created.stdout)![1]);
+    const rolledId = /created key (key_\w+)/.exec(rolled.stdout)![1];
+    const rolledAuth = `Bearer ${lastLine(rolled.stdout)}`;
+    // as an earlier version left it: no scope of its own (migration 0019 added the column empty)
+    await t.db.knex('api_keys').where({ id: rolledId }).update({ idempotency_scope: null });
+    await sleep(600); // past the half second a process keeps a key row it read
+    const first = await t.http.post('/v1/sites').set('Authorization', oldAuth).set('Idempotency-Key', 'legacy-1').send({ name: 'Sent with the first key' }).expect(201);
+    const separate = await t.http.post('/v1/sites').set('Authorization', rolledAuth).set('Idempotency-Key', 'legacy-1').send({ name: 'Sent with the first key' }).expect(201);
+    expect(separate.body.id).not.toBe(first.body.id); // the README's upgrade note: its own keys, as before
+    // rolled from now on, the chain starts at that key
+    const again = await keysCli(t.db.url, 'roll', rolledId);
+    const replayed = await t.http.post('/v1/sites').set('Authorization', `Bearer ${lastLine(again.stdout)}`).set('Idempotency-Key', 'legacy-1').send({ name: 'Sent with the first key' }).expect(201);
+    expect({ body: replayed.body, replayed: replayed.headers['idempotent-replayed'] }).toEqual({ body: separate.body, replayed: 'true' });
+  });
+
   it('roll --expires-in 0 ends the old key at once; revoked, unknown keys and bad durations are refused', async () => {
     const created = await keysCli(t.db.url, 'create', '--scopes', 'sites:read', '--org', 'acme-roll-now');
     const oldAuth = `Bearer ${lastLine(created.stdout)}`;

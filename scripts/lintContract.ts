@@ -13,7 +13,8 @@
  *   --bundle FILE    the bundled document to lint (default generated/openapi.json)
  *
  * The exceptions in .redocly.lint-ignore.yaml are keyed by generated/openapi.json; they are
- * exceptions to the contract, so they apply to another bundle of it (`--bundle`) too.
+ * exceptions to the contract, so they apply to another bundle of it (`--bundle`) too. Redocly
+ * runs without telemetry or its update notice unless the environment sets those itself.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -45,6 +46,8 @@ function option(name: string, fallback: string): string {
   return path.resolve(value);
 }
 
+/** `1 error`, `2 errors`. */
+const counted = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 /** The lint report, or null when Redocly did not run (what it printed is passed on). */
 function runRedocly(bundle: string): { problems: RedoclyProblem[]; ignored: number } | null {
@@ -107,8 +110,8 @@ function main(): number {
   const warnings = kept.length - errors;
   const ignored = report.ignored + problems.length - kept.length;
   // Redocly's count; a finding it reports several times in the same words is one line above
-  const folded = lines.length > shownLines.length ? ` (in ${shownLines.length} distinct line${shownLines.length === 1 ? '' : 's'} above)` : '';
-  console.log(`${shown(bundle)} (from ${shown(contractDir)}/): ${errors} error${errors === 1 ? '' : 's'}, ${warnings} warning${warnings === 1 ? '' : 's'}${folded}${ignored ? `, ${ignored} more excepted in .redocly.lint-ignore.yaml` : ''}`);
+  const folded = lines.length > shownLines.length ? ` (in ${counted(shownLines.length, 'distinct line')} above)` : '';
+  console.log(`${shown(bundle)} (from ${shown(contractDir)}/): ${counted(errors, 'error')}, ${counted(warnings, 'warning')}${folded}${ignored ? `, ${ignored} more excepted in .redocly.lint-ignore.yaml` : ''}`);
   // a lint of the bundle from before the last edit says nothing about the contract as it is
   if (!bundleIsCurrent(contractDir, bundle)) {
     console.log(`${shown(bundle)} is not what ${shown(contractDir)}/ bundles to now: run \`npm run generate\`, then lint again (what is above is about the old bundle)`);

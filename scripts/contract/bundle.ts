@@ -46,7 +46,7 @@ function readYaml(file: string): OpenApiDocument {
     const at = (err as { linePos?: { line: number; col: number }[] }).linePos?.[0];
     throw new Error(`${shownPath(file)}${at ? `:${at.line}:${at.col}` : ''}: ${(err as Error).message}`);
   }
-  if (!parsed || typeof parsed !== 'object') throw new Error(`${file}: not a YAML mapping`);
+  if (!parsed || typeof parsed !== 'object') throw new Error(`${shownPath(file)}: not a YAML mapping`);
   return parsed;
 }
 
@@ -105,7 +105,6 @@ function editDistance(a: string, b: string): number {
   }
   return previous[b.length];
 }
-
 
 /**
  * An event type is written in four places of the contract, which must agree: the `EventType`

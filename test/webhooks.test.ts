@@ -205,6 +205,69 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(received).toEqual([created.id, created.id, created.id, created.id]);
   });
 
+  describe('the time rule of failing: nothing succeeded for as long as the schedule lasts (2 s here)', () => {
+    const subscriptionOf = async (auth: string, id: string) => (await t.http.get(`${HOOKS}/${id}`).set('Authorization', auth).expect(200)).body;
+    async function disabled(auth: string, id: string) {
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const body = await subscriptionOf(auth, id);
+        if (body.status === 'disabled') return body;
+        if (Date.now() > deadline) throw new Error(`subscription never disabled: ${JSON.stringify(body)}`);
+        await sleep(100);
+      }
+    }
+    /** The attempts of the subscription's only delivery that got an outcome. */
+    async function attemptsOf(auth: string, id: string, count: number) {
+      const [delivery] = await deliveriesWhen(auth, id, (l) => l.length === 1);
+      const deadline = Date.now() + 15_000;
+      for (;;) {
+        const one = (await t.http.get(`${HOOKS}/${id}/deliveries/${delivery.id}`).set('Authorization', auth).expect(200)).body;
+        if (one.attemptHistory.length >= count) return one;
+        if (Date.now() > deadline) throw new Error(`never ${count} attempts: ${JSON.stringify(one)}`);
+        await sleep(100);
+      }
+    }
+    const stalling = (path: string) => receiver.answer((req) => (req.path === path ? { status: 503, headers: { 'retry-after': '3' } } : { status: 200, body: 'ok' }));
+
+    it('disables at an attempt before its delivery\'s last, when a Retry-After kept that delivery from its last attempt', async () => {
+      const { auth, subscription } = await setup('/stalling', 'checkin.created');
+      stalling('/stalling');
+      await checkin(auth);
+      // the second attempt waits 3 s (the Retry-After), longer than the whole schedule lasts
+      expect(await disabled(auth, subscription.id)).toMatchObject({ disabledReason: 'failing', disabledAt: aTimestamp() });
+      const [delivery] = await deliveries(auth, subscription.id);
+      expect(delivery).toMatchObject({ status: 'failed', attempts: 2, lastResponseStatus: 503, nextAttemptAt: null });
+    });
+
+    it('counts from the subscription\'s last change (a resume), then the delivery\'s last attempt disables it as before', async () => {
+      const { auth, subscription } = await setup('/stalling-resumed', 'checkin.created');
+      stalling('/stalling-resumed');
+      await checkin(auth);
+      const [first] = await receiver.waitFor(1, { path: '/stalling-resumed' });
+      await sleep(Math.max(0, first.at + 2000 - Date.now()));
+      await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'paused' }).expect(200);
+      await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+      // the second attempt (3 s after the first) failed about 1 s after the resume: not yet 2 s
+      expect(await attemptsOf(auth, subscription.id, 2)).toMatchObject({ status: 'failed', attempts: 2 });
+      expect(await subscriptionOf(auth, subscription.id)).toMatchObject({ status: 'active' });
+      // the third is the schedule's last, and nothing succeeded since the delivery was made
+      expect(await disabled(auth, subscription.id)).toMatchObject({ disabledReason: 'failing' });
+      expect((await deliveries(auth, subscription.id))[0]).toMatchObject({ status: 'abandoned', attempts: 3 });
+    });
+
+    it('does not count the time a delivery waited for its first attempt (the engine stopped)', async () => {
+      const { auth, subscription } = await setup('/after-outage', 'checkin.created');
+      receiver.answer((req) => (req.path === '/after-outage' ? { status: 500, body: 'no' } : { status: 200, body: 'ok' }));
+      await worker.stop();
+      await checkin(auth);
+      await sleep(2500); // longer than the schedule lasts
+      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+      // its first attempt, 2.5 s after it was made, does not disable it; its last one does
+      expect(await disabled(auth, subscription.id)).toMatchObject({ disabledReason: 'failing' });
+      expect((await deliveries(auth, subscription.id))[0]).toMatchObject({ status: 'abandoned', attempts: 3 });
+    });
+  });
+
   it('a receiver down past the whole schedule catches up from the feed after the last webhook-id it processed, losing nothing', async () => {
     const types = ['checkin.created', 'checkin.activated'];
     const { auth, subscription } = await setup('/outage', types);

@@ -5,9 +5,9 @@ import type { Config } from '../config';
 import { toDeliveredEvent } from '../domain/events';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { toEvent } from '../storage/repositories/eventsRepository';
-import { anyDeliveryDue, ClaimedDelivery, finishAttempt, insertDeliveryAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
+import { anyDeliveryDue, ClaimedDelivery, finishAttempt, firstAttemptEndOf, insertDeliveryAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
 import { claimDueDeliveries } from './deliveryClaims';
-import { currentTargetOf, disableSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
+import { disableSubscription, lockSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
 import { accepted, AttemptOutcome, postWebhook } from '../domain/webhookSend';
 import { signatureHeaders, signingSecrets } from '../domain/webhookSigning';
 import { metrics } from '../observability/metrics';
@@ -174,8 +174,8 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
   const storeOutcome = async (trx: Knex): Promise<'succeeded' | 'failed' | 'abandoned' | undefined> => {
     // the subscription's row first, then the delivery's: the order a change of the subscription
     // takes them in (webhookSubscriptions.ts, updateSubscription), so the two never deadlock
-    const target = await currentTargetOf(trx, subscription.id);
-    if (!ok && target !== subscription.target_url) {
+    const current = await lockSubscription(trx, subscription.id);
+    if (!ok && current?.target_url !== subscription.target_url) {
       // the subscription moved to another target (or went) while this attempt was under way to the
       // old one: its failure is the old receiver's, so it neither counts against the new one nor
       // disables the subscription; the delivery goes to the new target now, on a new schedule
@@ -200,12 +200,16 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
     }
     const delay = nextDelaySeconds(settings.webhookRetrySchedule, attempts, outcome);
     if (delay !== undefined) {
-      const kept = await finishAttempt(trx, delivery.id, token, { ...common, status: 'failed', next_attempt_at: new Date(Date.now() + delay * 1000).toISOString() });
-      return kept ? 'failed' : undefined;
+      if (!(await finishAttempt(trx, delivery.id, token, { ...common, status: 'failed', next_attempt_at: new Date(Date.now() + delay * 1000).toISOString() }))) return undefined;
+      if (current && (await failingForWholeSchedule(trx, settings, current, delivery, finishedAt))
+        && (await disableSubscription(trx, subscription.id, 'failing', finishedAt))) {
+        logger?.info({ subscriptionId: subscription.id, deliveryId: delivery.id }, 'webhook target failed for as long as the retry schedule lasts: subscription disabled');
+      }
+      return 'failed';
     }
     if (await finishAttempt(trx, delivery.id, token, { ...common, status: 'abandoned', next_attempt_at: null })) {
       // the whole schedule of this delivery passed without any delivery of the subscription succeeding
-      const succeededSince = subscription.last_success_at !== null && subscription.last_success_at >= delivery.created_at;
+      const succeededSince = current?.last_success_at != null && current.last_success_at >= delivery.created_at;
       if (!succeededSince && (await disableSubscription(trx, subscription.id, 'failing', finishedAt))) {
         logger?.info({ subscriptionId: subscription.id }, 'webhook target failed a whole retry schedule: subscription disabled');
       }
@@ -235,6 +239,33 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
     else logger?.info({ ...line, excerpt: outcome.excerpt }, 'webhook attempt failed');
   }
 }
+
+/**
+ * The time rule of `failing` (docs/webhooks.md, "Retries and disabling"), at a failed attempt that
+ * is not its delivery's last: nothing the subscription sent has succeeded for as long as the
+ * schedule lasts, counted from the end of the delivery's first attempt (its first failure: time it
+ * waited unsent, an engine stopped, is not the endpoint failing) or, if later, from the
+ * subscription's last change (a resume, a re-enabling, a new target or secret). It catches a
+ * delivery a queue kept from its last attempt: an endpoint that hangs under a fast stream.
+ */
+async function failingForWholeSchedule(
+  trx: Knex, settings: WorkerSettings, subscription: { last_success_at: string | null; updated_at: string },
+  delivery: Pick<WebhookDeliveryRow, 'id' | 'created_at'>, finishedAt: string,
+): Promise<boolean> {
+  const lasts = scheduleSeconds(settings.webhookRetrySchedule) * 1000;
+  const later = (a: string, b: string) => (a > b ? a : b);
+  const lastedSince = (since: string) => Date.parse(finishedAt) - Date.parse(since) >= lasts;
+  // the first attempt came after the delivery was made: read it only when that could qualify
+  if (!lastedSince(later(delivery.created_at, subscription.updated_at))) return false;
+  const since = later((await firstAttemptEndOf(trx, delivery.id)) ?? finishedAt, subscription.updated_at);
+  return lastedSince(since) && !(subscription.last_success_at !== null && subscription.last_success_at >= since);
+}
+
+/**
+ * How long the retry schedule lasts, in seconds: the sum of its delays without their jitter (the
+ * default's, about three days).
+ */
+export const scheduleSeconds = (schedule: readonly number[]): number => schedule.reduce((sum, delay) => sum + delay, 0);
 
 /**
  * Seconds until the next attempt after `attempts` failed ones, or undefined when the schedule

@@ -201,7 +201,7 @@ function notInFlight(query: Knex.QueryBuilder, now: string): Knex.QueryBuilder {
 export interface ClaimedDelivery {
   delivery: WebhookDeliveryRow;
   event: EventRow;
-  subscription: Pick<WebhookSubscriptionRow, 'id' | 'target_url' | 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at'>;
+  subscription: Pick<WebhookSubscriptionRow, 'id' | 'target_url' | 'secret' | 'previous_secret' | 'previous_secret_expires_at'>;
 }
 
 /** A due delivery before its claim: its event is null when the retention purged it. */
@@ -342,7 +342,7 @@ async function dueRows(trx: Knex, now: string, limit: number, skip: readonly str
       'e.seq as e_seq', 'e.org_id as e_org_id', 'e.type as e_type', 'e.resource_id as e_resource_id', 'e.data as e_data',
       'e.changed_fields as e_changed_fields', 'e.previous_values as e_previous_values', 'e.occurred_at as e_occurred_at',
       's.target_url as s_target_url', 's.secret as s_secret', 's.previous_secret as s_previous_secret',
-      's.previous_secret_expires_at as s_previous_secret_expires_at', 's.last_success_at as s_last_success_at',
+      's.previous_secret_expires_at as s_previous_secret_expires_at',
     );
 }
 
@@ -357,7 +357,7 @@ function toDue(r: any): DueDelivery {
     event: r.e_seq === null ? null : { seq: r.e_seq, id: r.event_id, org_id: r.e_org_id, type: r.e_type, resource_id: r.e_resource_id, data: r.e_data, changed_fields: r.e_changed_fields, previous_values: r.e_previous_values, occurred_at: r.e_occurred_at },
     subscription: {
       id: r.subscription_id, target_url: r.s_target_url, secret: r.s_secret, previous_secret: r.s_previous_secret,
-      previous_secret_expires_at: r.s_previous_secret_expires_at, last_success_at: r.s_last_success_at,
+      previous_secret_expires_at: r.s_previous_secret_expires_at,
     },
   };
 }
@@ -391,6 +391,13 @@ export interface WebhookDeliveryAttemptRow {
 /** An attempt that got an outcome (the delivery engine, in the transaction that stores it on the delivery). */
 export async function insertDeliveryAttempt(db: Knex, row: WebhookDeliveryAttemptRow): Promise<void> {
   await db('webhook_delivery_attempts').insert(row);
+}
+
+/** When the delivery's first attempt that got an outcome ended; undefined before it has one. */
+export async function firstAttemptEndOf(db: Knex, deliveryId: string): Promise<string | undefined> {
+  const row: Pick<WebhookDeliveryAttemptRow, 'started_at' | 'duration_ms'> | undefined =
+    await db('webhook_delivery_attempts').where({ delivery_id: deliveryId }).orderBy('seq').first('started_at', 'duration_ms');
+  return row && new Date(Date.parse(row.started_at) + Number(row.duration_ms)).toISOString();
 }
 
 /** The latest `limit` attempts of a delivery, oldest first. */

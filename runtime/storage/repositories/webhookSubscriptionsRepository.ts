@@ -129,8 +129,10 @@ export async function disableSubscription(db: Knex, id: string, reason: Disabled
   return (await db('webhook_subscriptions').where({ id }).whereNot({ status: 'disabled' }).update({ status: 'disabled', disabled_reason: reason, disabled_at: at, updated_at: at })) > 0;
 }
 
-/** The subscription's target now, read with a lock until the transaction ends; undefined when it is gone. */
-export async function currentTargetOf(db: Knex, id: string): Promise<string | undefined> {
-  const row = await db<WebhookSubscriptionRow>('webhook_subscriptions').where({ id }).first('target_url').forUpdate();
-  return row?.target_url;
+/**
+ * The subscription's target, latest success and latest change as they are now, read with a lock
+ * until the transaction ends; undefined when it is gone.
+ */
+export async function lockSubscription(db: Knex, id: string): Promise<Pick<WebhookSubscriptionRow, 'target_url' | 'last_success_at' | 'updated_at'> | undefined> {
+  return db<WebhookSubscriptionRow>('webhook_subscriptions').where({ id }).first('target_url', 'last_success_at', 'updated_at').forUpdate();
 }

@@ -156,6 +156,20 @@ describeEachDatabase('webhook delivery', (t) => {
     expect(attemptHistory[0].durationMs).toBeLessThan(5000); // not the receiver's 2.5 s
   });
 
+  it('judges an answer whose body did not end within the timeout by its status: a 200 succeeds, a 500 is retried', async () => {
+    const { auth, subscription } = await setup('/slow-body', 'checkin.created');
+    receiver.answer((req, i) => (req.path === '/slow-body' ? { status: i === 0 ? 500 : 200, body: i === 0 ? 'busy…' : 'accepted, more to come', hangBody: true } : { status: 200, body: 'ok' }));
+    await checkin(auth);
+    const [delivery] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
+    expect(delivery).toMatchObject({ attempts: 2, lastResponseStatus: 200, lastResponseExcerpt: 'accepted, more to come [the rest of the answer did not arrive: timed out after 1 s]' });
+    const { attemptHistory } = (await t.http.get(`${HOOKS}/${subscription.id}/deliveries/${delivery.id}`).set('Authorization', auth).expect(200)).body;
+    expect(attemptHistory.map((a: any) => [a.outcome, a.responseStatus, a.responseExcerpt])).toEqual([
+      ['failed', 500, 'busy… [the rest of the answer did not arrive: timed out after 1 s]'],
+      ['succeeded', 200, 'accepted, more to come [the rest of the answer did not arrive: timed out after 1 s]'],
+    ]);
+    expect(attemptHistory.every((a: any) => a.durationMs >= 1000)).toBe(true);
+  });
+
   it('disables the subscription on 410, keeps its undelivered events listed, and sends them when set active again', async () => {
     const { auth, subscription } = await setup('/gone', 'checkin.created');
     let gone = true;

@@ -43,7 +43,9 @@ const agents = { http: new http.Agent({ keepAlive: true, maxSockets: 64 }), http
 /**
  * One POST of a signed delivery. Redirects are not followed (node's client never does; a 3xx is
  * simply not a 2xx); the whole attempt, connection to the end of the answer, is bounded by
- * `timeoutMs`. Never throws: every failure is an outcome.
+ * `timeoutMs`. An answer whose status came in time but whose body did not end by then is judged
+ * by its status (a 2xx succeeds), its excerpt what arrived and a note that the rest did not.
+ * Never throws: every failure is an outcome.
  */
 export function postWebhook(targetUrl: string, headers: Record<string, string>, body: string, options: SendOptions): Promise<AttemptOutcome> {
   return new Promise((resolve) => {
@@ -69,7 +71,13 @@ export function postWebhook(targetUrl: string, headers: Record<string, string>, 
       lookup: safeLookup(options.allowPrivate),
       headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'user-agent': 'fieldops-webhooks/1' },
     });
-    timer = setTimeout(() => req.destroy(new Error(`timed out after ${options.timeoutMs / 1000} s`)), options.timeoutMs);
+    // set once the status and headers arrived: what the timeout then answers with
+    let answered: ((note: string) => void) | undefined;
+    timer = setTimeout(() => {
+      const message = `timed out after ${options.timeoutMs / 1000} s`;
+      answered?.(` [the rest of the answer did not arrive: ${message}]`);
+      req.destroy(new Error(message));
+    }, options.timeoutMs);
     req.on('error', (err) => finish({ status: null, excerpt: excerptOf(err) }));
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
@@ -79,15 +87,17 @@ export function postWebhook(targetUrl: string, headers: Record<string, string>, 
         read += chunk.length;
         if (read >= MAX_READ_BYTES) res.destroy();
       });
-      const done = () => {
+      const done = (note = '') => {
         const status = res.statusCode ?? 0;
-        const text = excerptText(Buffer.concat(chunks).toString('utf8'));
+        // the note stays whole however long the part that arrived
+        const text = excerptText(Buffer.concat(chunks).toString('utf8').slice(0, EXCERPT_CHARS - note.length) + note);
         const retryAfter = status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined;
         finish({ status, excerpt: text, ...(retryAfter === undefined ? {} : { retryAfterSeconds: retryAfter }) });
       };
-      res.on('end', done);
-      res.on('close', done);
-      res.on('error', done);
+      answered = done;
+      res.on('end', () => done());
+      res.on('close', () => done());
+      res.on('error', () => done());
     });
     req.end(body);
   });

@@ -20,6 +20,8 @@ export interface Answer {
   delayMs?: number;
   /** Never answer (until the server closes). */
   hang?: boolean;
+  /** Send the status, the headers and the body, then never end the answer. */
+  hangBody?: boolean;
 }
 
 export interface WebhookReceiver {
@@ -53,7 +55,8 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       if (answer.hang) return;
       setTimeout(() => {
         res.writeHead(answer.status, answer.headers);
-        res.end(answer.body ?? '');
+        if (answer.hangBody) res.write(answer.body ?? '');
+        else res.end(answer.body ?? '');
       }, answer.delayMs ?? 0);
     });
   });

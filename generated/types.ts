@@ -342,7 +342,7 @@ export interface paths {
         put?: never;
         /**
          * Subscribe a target URL to events (REST hook)
-         * @description Starts delivering the organization's events of one trigger (`triggerKey`) or of a list of types (`eventTypes`) to `targetUrl`, signed per Standard Webhooks (see the `webhooks` section and docs/webhooks.md). The answer holds the signing `secret` (`whsec_…`), shown only in this answer (and its idempotent replay). Subscribing the same `targetUrl` to the same event types again answers the existing subscription with 200 and no secret, never a second stream. The target must be `https` and resolve to public addresses only (checked again at every connection); otherwise 400 `TARGET_NOT_ALLOWED`. When the server's resolver fails for the moment, 503 `SERVICE_UNAVAILABLE` with `Retry-After` (the Idempotency-Key stays free for the retry).
+         * @description Starts delivering the organization's events of one trigger (`triggerKey`) or of a list of types (`eventTypes`, which takes patterns: `*` for every type, `checkin.*` for every check-in type) to `targetUrl`, signed per Standard Webhooks (see the `webhooks` section and docs/webhooks.md). The answer holds the signing `secret` (`whsec_…`), shown only in this answer (and its idempotent replay). Subscribing the same `targetUrl` to the same event types again answers the existing subscription with 200 and no secret, never a second stream. The target must be `https` and resolve to public addresses only (checked again at every connection); otherwise 400 `TARGET_NOT_ALLOWED`. When the server's resolver fails for the moment, 503 `SERVICE_UNAVAILABLE` with `Retry-After` (the Idempotency-Key stays free for the retry).
          */
         post: operations["createIntegrationSubscription"];
         delete?: never;
@@ -1797,6 +1797,13 @@ export interface components {
          * @enum {string}
          */
         EventType: "asset.created" | "asset.deleted" | "asset.updated" | "checkin.activated" | "checkin.checked_out" | "checkin.created" | "checkin.updated" | "issue.closed" | "issue.created" | "issue.resolved" | "issue.updated" | "log.created" | "run.completed" | "run.started" | "run.updated" | "schedule.created" | "schedule.deleted" | "schedule.updated" | "sensor_readings.ingested" | "site.created" | "site.deleted" | "site.updated" | "template.created" | "template.deleted" | "template.updated" | "user.created" | "user.updated";
+        /**
+         * @description Several event types at once, for a webhook subscription: `*` every type, `<resource>.*` every type of one resource. A pattern also covers the types of it added later (new types may be added within v1), from the server's first start with them.
+         * @enum {string}
+         */
+        EventTypePattern: "*" | "asset.*" | "checkin.*" | "issue.*" | "log.*" | "run.*" | "schedule.*" | "sensor_readings.*" | "site.*" | "template.*" | "user.*";
+        /** @description An event type, or a pattern (`*`, `<resource>.*`) standing for several. */
+        EventTypeSelection: components["schemas"]["EventType"] | components["schemas"]["EventTypePattern"];
         /** @description Update events only: the names of the fields whose value changed (`updatedAt` is never listed). Never empty: an update that changes nothing records no event. */
         ChangedFields: string[];
         /** @description Update events only: each field `changedFields` names, with its value before the change as `GET` showed it (`null` for a field it did not show). What a consumer needs to act on a transition — a status that went from `open` to `resolved` — without keeping a copy of the resource. Absent on update events recorded by versions before it was introduced. */
@@ -2363,8 +2370,8 @@ export interface components {
             partner: string;
             /** @description The trigger subscribed to; `null` when the subscription was made with `eventTypes`. */
             triggerKey: string | null;
-            /** @description The event types delivered, sorted. */
-            eventTypes: components["schemas"]["EventType"][];
+            /** @description The event types delivered, sorted, as subscribed: types and patterns (`*`, `<resource>.*`). A type a pattern of the list covers is not listed, and `*` stands alone. */
+            eventTypes: components["schemas"]["EventTypeSelection"][];
             /** Format: uri */
             targetUrl: string;
             status: components["schemas"]["WebhookSubscriptionStatus"];
@@ -2392,7 +2399,8 @@ export interface components {
              */
             targetUrl: string;
             triggerKey?: components["schemas"]["EventType"];
-            eventTypes?: components["schemas"]["EventType"][];
+            /** @description Event types, and patterns standing for several: `*` every type, `<resource>.*` every type of one resource, also types added later. A type a pattern of the list covers adds nothing. */
+            eventTypes?: components["schemas"]["EventTypeSelection"][];
         } & (unknown | unknown);
         /** @description Any of `status`, `targetUrl`, and one of `triggerKey` or `eventTypes` (not both); fields left out keep their value. */
         WebhookSubscriptionUpdate: {
@@ -2404,7 +2412,8 @@ export interface components {
              */
             targetUrl?: string;
             triggerKey?: components["schemas"]["EventType"];
-            eventTypes?: components["schemas"]["EventType"][];
+            /** @description Event types, and patterns standing for several: `*` every type, `<resource>.*` every type of one resource, also types added later. A type a pattern of the list covers adds nothing. */
+            eventTypes?: components["schemas"]["EventTypeSelection"][];
         };
         /**
          * @description `pending`: no attempt of its current schedule has an outcome yet (one may be in flight, or have been cut off by a stopped server process: `attempts` counts it); a retry, a re-enabled subscription or a new target starts a new schedule, so earlier attempts may be in its `attemptHistory`. `failed`: the last attempt failed, another is due at `nextAttemptAt`. `succeeded`: the target answered 2xx. `abandoned`: no attempt is left, the last error says why: the schedule ended, the target answered 410, the last attempt of the schedule got no outcome, or the event was purged before it went out; retry it or replay its window.
@@ -2457,8 +2466,8 @@ export interface components {
                 /** @description The subscription pinged (prefix `whs_`). */
                 subscriptionId: string;
                 partner: string;
-                /** @description The event types the subscription receives. */
-                eventTypes: components["schemas"]["EventType"][];
+                /** @description The event types the subscription receives, as its `eventTypes` lists them (patterns included). */
+                eventTypes: components["schemas"]["EventTypeSelection"][];
             };
         };
         WebhookDeliveryAttempt: {
@@ -4430,7 +4439,7 @@ export interface operations {
     listIntegrationSubscriptions: {
         parameters: {
             query?: {
-                /** @description Only subscriptions that receive this event type. */
+                /** @description Only subscriptions that receive this event type, named or through a pattern (`*`, `<resource>.*`). */
                 triggerKey?: string;
                 status?: components["schemas"]["WebhookSubscriptionStatus"];
                 /** @description Page size, 1 to 500. */
@@ -4505,12 +4514,6 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "targetUrl": "https://hooks.example.com/catch/123/abc",
-                 *       "triggerKey": "issue.created"
-                 *     }
-                 */
                 "application/json": components["schemas"]["WebhookSubscriptionCreate"];
             };
         };

@@ -4,6 +4,7 @@ import { describeEachDatabase, anError, anId, aTimestamp, TestContext } from './
 import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
 import { startDeliveryWorker, DeliveryWorker } from '../runtime/webhooks/deliveryWorker';
 import { loadConfig } from '../runtime/config';
+import { addNewPatternTypes } from '../runtime/domain/webhookSubscriptions';
 
 // Delivery through the real engine to a real local receiver, which verifies every request with
 // the `standardwebhooks` package as a real receiver would. Short schedule, timeout and lease.
@@ -696,6 +697,81 @@ describeEachDatabase('webhook delivery', (t) => {
     const bySequence = delivered.map((r) => JSON.parse(r.body)).sort((x, y) => y.sequence - x.sequence);
     expect(samples.body).toEqual({ data: bySequence.slice(0, 3) });
     await t.http.get('/v1/integrations/workflow-automation/triggers/checkin.nothing/samples').set('Authorization', auth).expect(404);
+  });
+
+  describe('patterns: `*` and `<resource>.*` in eventTypes', () => {
+    const typesReceived = (path: string) => receiver.received.filter((r) => r.path === path).map((r) => JSON.parse(r.body).type as string).sort();
+    const subscribe = (auth: string, path: string, eventTypes: string[]) => t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: receiver.url + path, eventTypes });
+
+    it('delivers every type a pattern covers and no other; a type a pattern covers is dropped, so equal lists are one subscription', async () => {
+      const { auth, subscription } = await setup('/pattern', ['site.created', 'checkin.*', 'checkin.created']);
+      const shown = (await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200)).body;
+      expect(shown.eventTypes).toEqual(['checkin.*', 'site.created']);
+      const again = await subscribe(auth, '/pattern', ['checkin.*', 'site.created']).expect(200);
+      expect(again.body.id).toBe(subscription.id);
+
+      const created = await checkin(auth);
+      await t.http.patch(`/v1/checkins/${created.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
+      await t.http.patch(`/v1/checkins/${created.id}`).set('Authorization', auth).send({ status: 'checked_out' }).expect(200);
+      const site = (await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Pattern site' }).expect(201)).body;
+      await t.http.patch(`/v1/sites/${site.id}`).set('Authorization', auth).send({ name: 'Renamed' }).expect(200);
+      await deliveriesWhen(auth, subscription.id, (l) => l.length === 4 && l.every((d) => d.status === 'succeeded'));
+      // not site.updated, nor the user.updated the check-in recorded
+      expect(typesReceived('/pattern')).toEqual(['checkin.activated', 'checkin.checked_out', 'checkin.created', 'site.created']);
+    });
+
+    it('`*` takes every type and stands alone; the list filter finds a subscription by a type its pattern covers', async () => {
+      const auth = await t.newKey({ organization: 'org-everything' });
+      const all = (await subscribe(auth, '/everything', ['log.created', '*', 'site.*']).expect(201)).body;
+      expect(all.eventTypes).toEqual(['*']);
+      const checkins = (await subscribe(auth, '/checkins-only', ['checkin.*']).expect(201)).body;
+      const site = (await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Everything site' }).expect(201)).body;
+      await t.http.post('/v1/logs').set('Authorization', auth).send({ entityType: 'site', entityId: site.id, message: 'hello' }).expect(201);
+      await t.http.delete(`/v1/sites/${site.id}`).set('Authorization', auth).expect(204);
+      await deliveriesWhen(auth, all.id, (l) => l.length === 3 && l.every((d) => d.status === 'succeeded'));
+      expect(typesReceived('/everything')).toEqual(['log.created', 'site.created', 'site.deleted']);
+      expect(await deliveries(auth, checkins.id)).toEqual([]);
+      const listed = async (type: string) => (await t.http.get(HOOKS).query({ triggerKey: type }).set('Authorization', auth).expect(200)).body.data.map((s: any) => s.id);
+      expect(await listed('checkin.checked_out')).toEqual([all.id, checkins.id]);
+      expect(await listed('site.deleted')).toEqual([all.id]);
+    });
+
+    it('a change of eventTypes to a pattern replaces the types looked up', async () => {
+      const { auth, subscription } = await setup('/repattern', 'checkin.created');
+      const changed = await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ eventTypes: ['site.*'] }).expect(200);
+      expect(changed.body).toMatchObject({ triggerKey: null, eventTypes: ['site.*'] });
+      await checkin(auth);
+      await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Repattern' }).expect(201);
+      await deliveriesWhen(auth, subscription.id, (l) => l.length === 1 && l[0].status === 'succeeded');
+      expect(typesReceived('/repattern')).toEqual(['site.created']);
+    });
+
+    it('a type a later version adds reaches the subscriptions of its pattern from the next start', async () => {
+      const { auth, subscription } = await setup('/later-type', ['checkin.*']);
+      // as a subscription made before checkin.checked_out existed: its types lack it
+      await t.db.knex('webhook_subscription_types').where({ subscription_id: subscription.id, event_type: 'checkin.checked_out' }).delete();
+      const visit = async () => {
+        const { id } = await checkin(auth);
+        for (const status of ['active', 'checked_out']) await t.http.patch(`/v1/checkins/${id}`).set('Authorization', auth).send({ status }).expect(200);
+      };
+      await visit();
+      await deliveriesWhen(auth, subscription.id, (l) => l.length === 2 && l.every((d) => d.status === 'succeeded'));
+      // what the start does (runtime/main.ts), then the new type is delivered; a second run adds nothing
+      expect(await addNewPatternTypes(t.db.knex)).toBe(1);
+      expect(await addNewPatternTypes(t.db.knex)).toBe(0);
+      await visit();
+      await deliveriesWhen(auth, subscription.id, (l) => l.length === 5 && l.every((d) => d.status === 'succeeded'));
+      expect(typesReceived('/later-type')).toEqual(['checkin.activated', 'checkin.activated', 'checkin.checked_out', 'checkin.created', 'checkin.created']);
+    });
+
+    it('refuses a pattern of no resource, and a pattern as triggerKey (400)', async () => {
+      const auth = await t.newKey({ organization: 'org-bad-pattern' });
+      const res = await subscribe(auth, '/bad-pattern', ['checkins.*']).expect(400);
+      // one detail naming every type and pattern, not one per list
+      expect(res.body.details).toEqual([{ path: '/eventTypes/0', message: expect.stringMatching(/^must be one of "asset\.created", .*"user\.updated", "\*", "asset\.\*", .*"user\.\*"$/) }]);
+      expect(res.body.error).toBe(`/eventTypes/0: ${res.body.details[0].message}`);
+      await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: `${receiver.url}/bad-pattern`, triggerKey: 'checkin.*' }).expect(400);
+    });
   });
 
   it('needs integrations:write to subscribe and validates the request', async () => {

@@ -5479,7 +5479,7 @@ return errors === 0;
 validate111.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookSubscriptionCreate = validate112;
-const schema55 = {"type":"object","additionalProperties":false,"required":["targetUrl"],"description":"`targetUrl` and exactly one of `triggerKey` or `eventTypes`.","oneOf":[{"required":["triggerKey"]},{"required":["eventTypes"]}],"properties":{"targetUrl":{"type":"string","format":"uri","minLength":1,"maxLength":2000,"description":"An `https` URL that resolves to public addresses."},"triggerKey":{"$ref":"components#/$defs/EventType"},"eventTypes":{"type":"array","minItems":1,"maxItems":100,"uniqueItems":true,"items":{"$ref":"components#/$defs/EventType"}}}};
+const schema55 = {"type":"object","additionalProperties":false,"required":["targetUrl"],"description":"`targetUrl` and exactly one of `triggerKey` or `eventTypes`.","oneOf":[{"required":["triggerKey"]},{"required":["eventTypes"]}],"properties":{"targetUrl":{"type":"string","format":"uri","minLength":1,"maxLength":2000,"description":"An `https` URL that resolves to public addresses."},"triggerKey":{"$ref":"components#/$defs/EventType"},"eventTypes":{"type":"array","minItems":1,"maxItems":100,"uniqueItems":true,"items":{"$ref":"components#/$defs/EventTypeSelection"},"description":"Event types, and patterns standing for several: `*` every type, `<resource>.*` every type of one resource, also types added later. A type a pattern of the list covers adds nothing."}}};
 const formats18 = require("../../runtime/http/validationFormats").validationFormats.uri;
 const func0 = require("ajv/dist/runtime/equal").default;
 const schema56 = {"type":"string","description":"`<resource>.<action>`. New types may be added within v1; receivers ignore types they do not know.","enum":["asset.created","asset.deleted","asset.updated","checkin.activated","checkin.checked_out","checkin.created","checkin.updated","issue.closed","issue.created","issue.resolved","issue.updated","log.created","run.completed","run.started","run.updated","schedule.created","schedule.deleted","schedule.updated","sensor_readings.ingested","site.created","site.deleted","site.updated","template.created","template.deleted","template.updated","user.created","user.updated"]};
@@ -5518,6 +5518,97 @@ validate113.errors = vErrors;
 return errors === 0;
 }
 validate113.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+const schema57 = {"description":"An event type, or a pattern (`*`, `<resource>.*`) standing for several.","anyOf":[{"$ref":"components#/$defs/EventType"},{"$ref":"components#/$defs/EventTypePattern"}]};
+const schema58 = {"type":"string","description":"Several event types at once, for a webhook subscription: `*` every type, `<resource>.*` every type of one resource. A pattern also covers the types of it added later (new types may be added within v1), from the server's first start with them.","enum":["*","asset.*","checkin.*","issue.*","log.*","run.*","schedule.*","sensor_readings.*","site.*","template.*","user.*"]};
+
+function validate117(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate117.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data !== "string"){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(!(((((((((((data === "*") || (data === "asset.*")) || (data === "checkin.*")) || (data === "issue.*")) || (data === "log.*")) || (data === "run.*")) || (data === "schedule.*")) || (data === "sensor_readings.*")) || (data === "site.*")) || (data === "template.*")) || (data === "user.*"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema58.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate117.errors = vErrors;
+return errors === 0;
+}
+validate117.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+
+function validate115(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate115.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs0 = errors;
+let valid0 = false;
+const _errs1 = errors;
+if(!(validate113(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate113.errors : vErrors.concat(validate113.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs1 === errors;
+valid0 = valid0 || _valid0;
+const _errs2 = errors;
+if(!(validate117(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate117.errors : vErrors.concat(validate117.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs2 === errors;
+valid0 = valid0 || _valid0;
+if(!valid0){
+const err0 = {instancePath,schemaPath:"#/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+errors = _errs0;
+if(vErrors !== null){
+if(_errs0){
+vErrors.length = _errs0;
+}
+else {
+vErrors = null;
+}
+}
+}
+validate115.errors = vErrors;
+return errors === 0;
+}
+validate115.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 
 function validate112(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -5695,8 +5786,8 @@ errors++;
 }
 const len0 = data2.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate113(data2[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate113.errors : vErrors.concat(validate113.errors);
+if(!(validate115(data2[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data2,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate115.errors : vErrors.concat(validate115.errors);
 errors = vErrors.length;
 }
 }
@@ -5748,13 +5839,13 @@ return errors === 0;
 }
 validate112.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionUpdate = validate116;
-const schema57 = {"type":"object","additionalProperties":false,"minProperties":1,"description":"Any of `status`, `targetUrl`, and one of `triggerKey` or `eventTypes` (not both); fields left out keep their value.","not":{"required":["triggerKey","eventTypes"],"properties":{"triggerKey":{},"eventTypes":{}}},"properties":{"status":{"type":"string","enum":["active","paused"]},"targetUrl":{"type":"string","format":"uri","minLength":1,"maxLength":2000,"description":"An `https` URL that resolves to public addresses, checked as at subscribe time."},"triggerKey":{"$ref":"components#/$defs/EventType"},"eventTypes":{"type":"array","minItems":1,"maxItems":100,"uniqueItems":true,"items":{"$ref":"components#/$defs/EventType"}}}};
+exports.WebhookSubscriptionUpdate = validate120;
+const schema59 = {"type":"object","additionalProperties":false,"minProperties":1,"description":"Any of `status`, `targetUrl`, and one of `triggerKey` or `eventTypes` (not both); fields left out keep their value.","not":{"required":["triggerKey","eventTypes"],"properties":{"triggerKey":{},"eventTypes":{}}},"properties":{"status":{"type":"string","enum":["active","paused"]},"targetUrl":{"type":"string","format":"uri","minLength":1,"maxLength":2000,"description":"An `https` URL that resolves to public addresses, checked as at subscribe time."},"triggerKey":{"$ref":"components#/$defs/EventType"},"eventTypes":{"type":"array","minItems":1,"maxItems":100,"uniqueItems":true,"items":{"$ref":"components#/$defs/EventTypeSelection"},"description":"Event types, and patterns standing for several: `*` every type, `<resource>.*` every type of one resource, also types added later. A type a pattern of the list covers adds nothing."}}};
 
-function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate120(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate116.evaluated;
+const evaluated0 = validate120.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5834,7 +5925,7 @@ vErrors.push(err4);
 errors++;
 }
 if(!((data0 === "active") || (data0 === "paused"))){
-const err5 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema57.properties.status.enum},message:"must be equal to one of the allowed values"};
+const err5 = {instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema59.properties.status.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -5920,8 +6011,8 @@ errors++;
 }
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate113(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate113.errors : vErrors.concat(validate113.errors);
+if(!(validate115(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate115.errors : vErrors.concat(validate115.errors);
 errors = vErrors.length;
 }
 }
@@ -5968,8 +6059,8 @@ vErrors.push(err14);
 }
 errors++;
 }
-validate116.errors = vErrors;
+validate120.errors = vErrors;
 return errors === 0;
 }
-validate116.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate120.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 

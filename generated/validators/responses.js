@@ -16858,13 +16858,104 @@ return errors === 0;
 validate454.evaluated = {"props":{"replayed":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookSubscription = validate455;
-const schema121 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventType"},"description":"The event types delivered, sorted."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
-const schema122 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
+const schema121 = {"type":"object","required":["id","partner","triggerKey","eventTypes","targetUrl","status","disabledReason","disabledAt","lastSuccessAt","createdAt","updatedAt"],"properties":{"id":{"type":"string","description":"Server-generated, prefix `whs_`."},"partner":{"type":"string"},"triggerKey":{"type":["string","null"],"description":"The trigger subscribed to; `null` when the subscription was made with `eventTypes`."},"eventTypes":{"type":"array","minItems":1,"items":{"$ref":"components#/$defs/EventTypeSelection"},"description":"The event types delivered, sorted, as subscribed: types and patterns (`*`, `<resource>.*`). A type a pattern of the list covers is not listed, and `*` stands alone."},"targetUrl":{"type":"string","format":"uri"},"status":{"$ref":"components#/$defs/WebhookSubscriptionStatus"},"disabledReason":{"type":["string","null"],"enum":["gone","failing",null],"description":"`gone`: the target answered 410. `failing`: no delivery succeeded during a whole retry schedule (about three days)."},"disabledAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the delivery engine disabled the subscription; null unless `status` is `disabled`."},"lastSuccessAt":{"oneOf":[{"$ref":"components#/$defs/Timestamp"},{"type":"null"}],"description":"When the latest successful delivery (the target answered 2xx) finished; null before the first. A monitor can alert when it falls far behind while deliveries are queued."},"createdAt":{"$ref":"components#/$defs/Timestamp"},"updatedAt":{"$ref":"components#/$defs/Timestamp"}}};
+const schema122 = {"description":"An event type, or a pattern (`*`, `<resource>.*`) standing for several.","anyOf":[{"$ref":"components#/$defs/EventType"},{"$ref":"components#/$defs/EventTypePattern"}]};
+const schema123 = {"type":"string","description":"Several event types at once, for a webhook subscription: `*` every type, `<resource>.*` every type of one resource. A pattern also covers the types of it added later (new types may be added within v1), from the server's first start with them.","enum":["*","asset.*","checkin.*","issue.*","log.*","run.*","schedule.*","sensor_readings.*","site.*","template.*","user.*"]};
 
-function validate457(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate458(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate457.evaluated;
+const evaluated0 = validate458.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(typeof data !== "string"){
+const err0 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(!(((((((((((data === "*") || (data === "asset.*")) || (data === "checkin.*")) || (data === "issue.*")) || (data === "log.*")) || (data === "run.*")) || (data === "schedule.*")) || (data === "sensor_readings.*")) || (data === "site.*")) || (data === "template.*")) || (data === "user.*"))){
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema123.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+validate458.errors = vErrors;
+return errors === 0;
+}
+validate458.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+
+function validate456(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate456.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+const _errs0 = errors;
+let valid0 = false;
+const _errs1 = errors;
+if(!(validate175(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate175.errors : vErrors.concat(validate175.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs1 === errors;
+valid0 = valid0 || _valid0;
+const _errs2 = errors;
+if(!(validate458(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate458.errors : vErrors.concat(validate458.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs2 === errors;
+valid0 = valid0 || _valid0;
+if(!valid0){
+const err0 = {instancePath,schemaPath:"#/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+errors = _errs0;
+if(vErrors !== null){
+if(_errs0){
+vErrors.length = _errs0;
+}
+else {
+vErrors = null;
+}
+}
+}
+validate456.errors = vErrors;
+return errors === 0;
+}
+validate456.evaluated = {"dynamicProps":false,"dynamicItems":false};
+
+const schema124 = {"type":"string","enum":["active","paused","disabled"],"description":"`paused` by the organization; `disabled` by the delivery engine (see `disabledReason`)."};
+
+function validate461(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate461.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -16882,7 +16973,7 @@ vErrors.push(err0);
 errors++;
 }
 if(!(((data === "active") || (data === "paused")) || (data === "disabled"))){
-const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema122.enum},message:"must be equal to one of the allowed values"};
+const err1 = {instancePath,schemaPath:"#/enum",keyword:"enum",params:{allowedValues: schema124.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -16891,10 +16982,10 @@ vErrors.push(err1);
 }
 errors++;
 }
-validate457.errors = vErrors;
+validate461.errors = vErrors;
 return errors === 0;
 }
-validate457.evaluated = {"dynamicProps":false,"dynamicItems":false};
+validate461.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 const formats32 = require("../../runtime/http/validationFormats").validationFormats.uri;
 
@@ -17071,8 +17162,8 @@ errors++;
 }
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
-if(!(validate175(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate175.errors : vErrors.concat(validate175.errors);
+if(!(validate456(data3[i0], {instancePath:instancePath+"/eventTypes/" + i0,parentData:data3,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate456.errors : vErrors.concat(validate456.errors);
 errors = vErrors.length;
 }
 }
@@ -17114,8 +17205,8 @@ errors++;
 }
 }
 if(data.status !== undefined){
-if(!(validate457(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate457.errors : vErrors.concat(validate457.errors);
+if(!(validate461(data.status, {instancePath:instancePath+"/status",parentData:data,parentDataProperty:"status",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate461.errors : vErrors.concat(validate461.errors);
 errors = vErrors.length;
 }
 }
@@ -17288,13 +17379,13 @@ return errors === 0;
 }
 validate455.evaluated = {"props":{"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionList = validate463;
-const schema123 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
+exports.WebhookSubscriptionList = validate467;
+const schema125 = {"type":"object","required":["data","nextCursor"],"properties":{"data":{"type":"array","items":{"$ref":"components#/$defs/WebhookSubscription"}},"nextCursor":{"$ref":"components#/$defs/NextCursor"}}};
 
-function validate463(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate467(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate463.evaluated;
+const evaluated0 = validate467.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -17361,18 +17452,18 @@ vErrors.push(err3);
 }
 errors++;
 }
-validate463.errors = vErrors;
+validate467.errors = vErrors;
 return errors === 0;
 }
-validate463.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
+validate467.evaluated = {"props":{"data":true,"nextCursor":true},"dynamicProps":false,"dynamicItems":false};
 
-exports.WebhookSubscriptionWithSecret = validate466;
-const schema124 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
+exports.WebhookSubscriptionWithSecret = validate470;
+const schema126 = {"allOf":[{"$ref":"components#/$defs/WebhookSubscription"},{"type":"object","required":["secret"],"properties":{"secret":{"type":"string","description":"The signing secret (`whsec_` and base64), for Standard Webhooks libraries. Shown only once."}}}]};
 
-function validate466(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate470(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate466.evaluated;
+const evaluated0 = validate470.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -17417,8 +17508,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-validate466.errors = vErrors;
+validate470.errors = vErrors;
 return errors === 0;
 }
-validate466.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
+validate470.evaluated = {"props":{"secret":true,"id":true,"partner":true,"triggerKey":true,"eventTypes":true,"targetUrl":true,"status":true,"disabledReason":true,"disabledAt":true,"lastSuccessAt":true,"createdAt":true,"updatedAt":true},"dynamicProps":false,"dynamicItems":false};
 

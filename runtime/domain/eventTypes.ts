@@ -58,3 +58,38 @@ export function isEventType(value: string): value is EventType {
 export function eventTypeInfo(type: EventType): EventTypeInfo {
   return EVENT_TYPE_INFO[type];
 }
+
+/** `*` or `<resource>.*`: several event types at once, for a webhook subscription (the contract's `EventTypePattern`). */
+export type EventTypePattern = components['schemas']['EventTypePattern'];
+/** What a subscription's `eventTypes` lists: types and patterns. */
+export type EventTypeSelection = EventType | EventTypePattern;
+
+const resourceOf = (type: string): string => type.slice(0, type.indexOf('.'));
+
+/**
+ * `*` and one `<resource>.*` per resource of EVENT_TYPES, sorted. The contract's enum must list
+ * exactly these: `npm run generate` fails otherwise (scripts/contract/bundle.ts).
+ */
+export const EVENT_TYPE_PATTERNS: readonly EventTypePattern[] = ['*', ...[...new Set(EVENT_TYPES.map(resourceOf))].sort().map((resource) => `${resource}.*`)] as EventTypePattern[];
+
+/** Does `selection` (a type or a pattern) take events of `type`? */
+export function selects(selection: EventTypeSelection, type: EventType): boolean {
+  return selection === type || selection === '*' || selection === `${resourceOf(type)}.*`;
+}
+
+/**
+ * The selections a subscription keeps, sorted: a type or pattern another one of the list covers
+ * adds nothing, so it is dropped (`*` stands alone). Two lists that take the same events with the
+ * same patterns become the same list, which is what makes a subscription unique per target.
+ */
+export function normalizeSelections(selections: readonly EventTypeSelection[]): EventTypeSelection[] {
+  const unique = [...new Set(selections)];
+  const patterns = unique.filter((s) => s.endsWith('*'));
+  const covered = (s: EventTypeSelection) => s !== '*' && patterns.some((p) => p !== s && (p === '*' || (!s.endsWith('*') && selects(p, s as EventType))));
+  return unique.filter((s) => !covered(s)).sort();
+}
+
+/** The event types `selections` take, sorted: what recording an event looks its subscriptions up by. */
+export function typesSelected(selections: readonly EventTypeSelection[]): EventType[] {
+  return EVENT_TYPES.filter((type) => selections.some((s) => selects(s, type)));
+}

@@ -10,11 +10,14 @@ import { accepted, postWebhook } from './webhookSend';
 import { isKnownPartner } from './integrationCatalog';
 import { retentionCutoff } from './events';
 import { eventIdsInWindow } from '../storage/repositories/eventsRepository';
+import { normalizeSelections, typesSelected, type EventTypeSelection } from './eventTypes';
 import {
+  addSubscriptionTypes,
   deleteSubscriptionRows,
   findSubscriptionRow,
   findSubscriptionWith,
   insertSubscriptionIfAbsent,
+  listPatternSubscriptions,
   matchKeyOf,
   toSubscription,
   updateSubscriptionRow,
@@ -89,7 +92,7 @@ export async function createSubscription(
   input: CheckedSubscriptionCreate,
 ): Promise<{ created: true; subscription: SubscriptionWithSecret } | { created: false; subscription: WebhookSubscription }> {
   knownPartner(partner);
-  const types = input.triggerKey !== undefined ? [input.triggerKey] : (input.eventTypes ?? []);
+  const types = normalizeSelections(input.triggerKey !== undefined ? [input.triggerKey] : (input.eventTypes ?? []));
   const now = nowIso();
   const secret = newSigningSecret();
   const { row, created } = await insertSubscriptionIfAbsent(db, {
@@ -108,8 +111,19 @@ export async function createSubscription(
     last_success_at: null,
     created_at: now,
     updated_at: now,
-  });
+  }, typesSelected(types));
   return created ? { created, subscription: { ...toSubscription(row), secret } } : { created, subscription: toSubscription(row) };
+}
+
+/**
+ * Gives every subscription that lists a pattern (`*`, `<resource>.*`) the event types of it this
+ * version records and it was not yet looked up by — types added since it subscribed — so that
+ * recording them finds it. Run once per start, after the migrations (runtime/main.ts); subscribing
+ * and changing the types look up every type at once. Answers how many were added.
+ */
+export async function addNewPatternTypes(db: Knex): Promise<number> {
+  const subscriptions = await listPatternSubscriptions(db);
+  return addSubscriptionTypes(db, subscriptions.map((s) => ({ ...s, eventTypes: typesSelected(s.match_key.split(',') as EventTypeSelection[]) })));
 }
 
 export async function getSubscription(db: Knex, orgId: string, partner: string, id: string): Promise<WebhookSubscription> {
@@ -141,7 +155,7 @@ export async function updateSubscription(db: Knex, orgId: string, partner: strin
   const row = await subscriptionRow(db, orgId, partner, id, { forUpdate: true });
   const changes: Partial<WebhookSubscriptionRow> = {};
   if (input.targetUrl !== undefined && input.targetUrl !== row.target_url) changes.target_url = input.targetUrl;
-  const types = input.triggerKey !== undefined ? [input.triggerKey] : input.eventTypes;
+  const types = input.triggerKey !== undefined ? [input.triggerKey] : input.eventTypes && normalizeSelections(input.eventTypes);
   if (types !== undefined) {
     const matchKey = matchKeyOf(types);
     if (matchKey !== row.match_key) changes.match_key = matchKey;
@@ -158,7 +172,7 @@ export async function updateSubscription(db: Knex, orgId: string, partner: strin
     if (other && other.id !== id) throw equal(other.id);
   }
   try {
-    await updateSubscriptionRow(db, orgId, id, changes);
+    await updateSubscriptionRow(db, orgId, id, changes, changes.match_key === undefined ? undefined : typesSelected(types!));
   } catch (err) {
     if (err instanceof UniqueViolation) throw equal();
     throw err;

@@ -96,7 +96,7 @@ function withPlusHint(err: ApiError, raw: Record<string, unknown>): ApiError {
 function toDetails(errors: ErrorObject[], prefix: string, rule?: string): ErrorDetail[] {
   const seen = new Set<string>();
   const out: ErrorDetail[] = [];
-  for (const e of errors) {
+  for (const e of mergeEnumAlternatives(errors)) {
     let path = prefix + e.instancePath;
     let message = e.message ?? 'is invalid';
     const topLevel = rule !== undefined && e.instancePath === '';
@@ -130,6 +130,30 @@ function toDetails(errors: ErrorObject[], prefix: string, rule?: string): ErrorD
     seen.add(key);
     out.push({ path, message });
     if (out.length >= MAX_ERROR_DETAILS) break;
+  }
+  return out;
+}
+
+/**
+ * A value that may be from one list or another (an `anyOf`/`oneOf` of enums, such as an event type
+ * or a pattern) failed all of them: one error listing every allowed value, in place of one per
+ * list and the validator's "must match a schema in anyOf". The validator reports the alternatives'
+ * errors just before the `anyOf`'s own, at the same place in the instance.
+ */
+function mergeEnumAlternatives(errors: ErrorObject[]): ErrorObject[] {
+  const out: ErrorObject[] = [];
+  for (const e of errors) {
+    if (e.keyword === 'anyOf' || e.keyword === 'oneOf') {
+      let start = out.length;
+      while (start > 0 && out[start - 1].instancePath === e.instancePath && out[start - 1].keyword === 'enum') start--;
+      const alternatives = out.slice(start);
+      if (alternatives.length > 1) {
+        const allowedValues = alternatives.flatMap((a) => (a.params as { allowedValues: unknown[] }).allowedValues);
+        out.splice(start, alternatives.length, { ...alternatives[0], params: { allowedValues } });
+        continue;
+      }
+    }
+    out.push(e);
   }
   return out;
 }

@@ -131,6 +131,13 @@ function checkEventTypes(doc: OpenApiDocument): void {
     const missing = Object.entries(places).filter(([, { names }]) => !names.includes(type)).map(([place]) => place);
     return missing.length ? [`event type ${type} is missing from ${missing.join(', ')}`] : [];
   });
+  // the patterns a subscription may list: `*` and one `<resource>.*` per resource of the types
+  const resources = [...new Set(declared.map((type) => String(type).split('.')[0]))].sort();
+  const patterns: unknown = schemas.EventTypePattern?.enum;
+  const expected = ['*', ...resources.map((resource) => `${resource}.*`)];
+  if (Array.isArray(patterns) && JSON.stringify(patterns) !== JSON.stringify(expected)) {
+    problems.push(`components.schemas.EventTypePattern.enum must be ${JSON.stringify(expected)} (\`*\` and one \`<resource>.*\` per resource of EventType, in this order), not ${JSON.stringify(patterns)}`);
+  }
   if (problems.length) throw new Error(`${problems.join('\n')}\n(each event type is declared in all of these: contract/paths/events.yaml and contract/paths/integrations.yaml)`);
 }
 

@@ -70,11 +70,13 @@ export async function listWebhookSubscriptions(
  * Inserts the subscription and its event types unless the organization already has one for the
  * same partner, target and types; answers the row that exists afterwards and whether it is new.
  */
-export async function insertSubscriptionIfAbsent(db: Knex, row: Omit<WebhookSubscriptionRow, 'seq'>): Promise<{ row: WebhookSubscriptionRow; created: boolean }> {
+export async function insertSubscriptionIfAbsent(
+  db: Knex, row: Omit<WebhookSubscriptionRow, 'seq'>, eventTypes: readonly string[],
+): Promise<{ row: WebhookSubscriptionRow; created: boolean }> {
   await lockForOrderedInsert(db, 'webhook_subscriptions', row.org_id);
   const inserted = await db('webhook_subscriptions').insert(row).onConflict(['org_id', 'partner', 'target_url', 'match_key']).ignore().returning('id');
   const created = inserted.length > 0;
-  if (created) await db('webhook_subscription_types').insert(typeRows(row.org_id, row.id, row.match_key));
+  if (created) await db('webhook_subscription_types').insert(typeRows(row.org_id, row.id, eventTypes));
   const existing = await db<WebhookSubscriptionRow>('webhook_subscriptions')
     .where({ org_id: row.org_id, partner: row.partner, target_url: row.target_url, match_key: row.match_key })
     .first();
@@ -93,21 +95,39 @@ export async function findSubscriptionWith(db: Knex, orgId: string, partner: str
 }
 
 /**
- * Updates the subscription's columns. A change of `match_key` replaces its event types' rows
- * with it. A target and types another subscription of the organization and partner already has
- * are refused by the unique index (UniqueViolation).
+ * Updates the subscription's columns; `eventTypes`, when given, replace its event types' rows (a
+ * change of `match_key`). A target and types another subscription of the organization and
+ * partner already has are refused by the unique index (UniqueViolation).
  */
-export async function updateSubscriptionRow(db: Knex, orgId: string, id: string, columns: Partial<WebhookSubscriptionRow>): Promise<void> {
+export async function updateSubscriptionRow(
+  db: Knex, orgId: string, id: string, columns: Partial<WebhookSubscriptionRow>, eventTypes?: readonly string[],
+): Promise<void> {
   await translateErrors(db, 'webhook_subscriptions', () => db('webhook_subscriptions').where({ org_id: orgId, id }).update(columns));
-  if (columns.match_key !== undefined) {
+  if (eventTypes !== undefined) {
     await db('webhook_subscription_types').where({ org_id: orgId, subscription_id: id }).delete();
-    await db('webhook_subscription_types').insert(typeRows(orgId, id, columns.match_key));
+    await db('webhook_subscription_types').insert(typeRows(orgId, id, eventTypes));
   }
 }
 
-/** One row per event type of `matchKey`, through which recording an event finds its subscriptions. */
-const typeRows = (orgId: string, subscriptionId: string, matchKey: string) =>
-  matchKey.split(',').map((type) => ({ subscription_id: subscriptionId, org_id: orgId, event_type: type }));
+/** One row per event type, through which recording an event finds its subscriptions. */
+const typeRows = (orgId: string, subscriptionId: string, eventTypes: readonly string[]) =>
+  eventTypes.map((type) => ({ subscription_id: subscriptionId, org_id: orgId, event_type: type }));
+
+/** Every subscription whose `match_key` holds a pattern (`*`, `<resource>.*`), all organizations. */
+export async function listPatternSubscriptions(db: Knex): Promise<Pick<WebhookSubscriptionRow, 'id' | 'org_id' | 'match_key'>[]> {
+  return db('webhook_subscriptions').where('match_key', 'like', '%*%').select('id', 'org_id', 'match_key').orderBy('seq');
+}
+
+/** Adds each subscription the rows of its `eventTypes` it does not have yet, in chunks; answers how many were added. */
+export async function addSubscriptionTypes(db: Knex, subscriptions: readonly { id: string; org_id: string; eventTypes: readonly string[] }[]): Promise<number> {
+  const rows = subscriptions.flatMap((s) => typeRows(s.org_id, s.id, s.eventTypes));
+  let added = 0;
+  for (let i = 0; i < rows.length; i += 300) {
+    const inserted = await db('webhook_subscription_types').insert(rows.slice(i, i + 300)).onConflict(['subscription_id', 'event_type']).ignore().returning('event_type');
+    added += inserted.length;
+  }
+  return added;
+}
 
 /** Deletes the subscription, its event types, its deliveries and their attempts. */
 export async function deleteSubscriptionRows(db: Knex, orgId: string, id: string): Promise<boolean> {

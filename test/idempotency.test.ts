@@ -216,6 +216,8 @@ describeEachDatabase('idempotency', (t) => {
 
       const busy = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Idempotency-Key', 'running-1').send(depot).expect(409);
       expect(busy.body).toEqual(anError('IDEMPOTENCY_IN_PROGRESS'));
+      // what the README tells a client to do: wait, and send once more if the answer was lost
+      expect(busy.body.error).toBe('A request with this Idempotency-Key is still being processed. Wait for its answer; if it was lost, send this same request with the same key once more in a few seconds to get it (not in a loop).');
       expect(busy.headers['retry-after']).toBeUndefined();
       const reused = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Idempotency-Key', 'running-1').send({ name: 'Other' }).expect(409);
       expect(await siteCount(t)).toBe(count);

@@ -4440,7 +4440,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only subscriptions that receive this event type, named or through a pattern (`*`, `<resource>.*`). */
-                triggerKey?: string;
+                triggerKey?: components["schemas"]["EventType"];
                 status?: components["schemas"]["WebhookSubscriptionStatus"];
                 /** @description Page size, 1 to 500. */
                 limit?: components["parameters"]["Limit"];

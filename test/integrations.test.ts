@@ -116,6 +116,9 @@ describeEachDatabase('integrations', (t) => {
 
       const byTrigger = await t.http.get('/v1/integrations/workflow-automation/subscriptions?triggerKey=run.completed').set('Authorization', auth).expect(200);
       expect(byTrigger.body).toEqual({ data: [run], nextCursor: null });
+      // a misspelt type is refused, naming the types, rather than answered with an empty list
+      const misspelt = await t.http.get('/v1/integrations/workflow-automation/subscriptions?triggerKey=run.complete').set('Authorization', auth).expect(400);
+      expect(misspelt.body).toMatchObject({ code: 'VALIDATION_ERROR', details: [{ path: '/query/triggerKey', message: expect.stringContaining('"run.completed"') }] });
       const byStatus = await t.http.get('/v1/integrations/workflow-automation/subscriptions?status=paused').set('Authorization', auth).expect(200);
       expect(byStatus.body).toEqual({ data: [resolved], nextCursor: null });
 

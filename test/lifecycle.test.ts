@@ -1,4 +1,5 @@
 import http from 'node:http';
+import fs from 'node:fs';
 import { testDatabases, TestDatabase } from './support/databases';
 import { startServerProcess, ServerProcess } from './support/serverProcess';
 import { createApiKey, ALL_SCOPES } from '../runtime/auth/apiKeys';
@@ -107,6 +108,9 @@ for (const kind of testDatabases) {
         const metrics = await (await fetch(`${server.baseUrl}/metrics`, { headers: { Connection: 'close' } })).text();
         // the primary sums every worker's counters
         expect(metrics).toMatch(/http_requests_total\{operation="createSite",status="201"\} 20/);
+        // a per-process limit is each worker's, not their sum (the workers inherit this process's)
+        const openFiles = /^Max open files\s+(\d+)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'))![1];
+        expect(metrics).toMatch(new RegExp(`^process_max_fds ${openFiles}$`, 'm'));
 
         // a backlog every process sees is reported once, not once per worker
         const call = (method: string, path: string, body: object) =>

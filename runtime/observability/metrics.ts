@@ -16,6 +16,10 @@ import { ApiError, unauthenticated } from '../errors';
 export const registry = register;
 
 collectDefaultMetrics({ register: registry });
+// a limit each process has, not a count: a cluster reports it as it is, not once per worker summed
+// (prom-client's other default gauges are counts, which sum, or set their own rule)
+const maxFds = registry.getSingleMetric('process_max_fds') as { aggregator?: string } | undefined;
+if (maxFds) maxFds.aggregator = 'max';
 
 // a worker of a cluster sends its registry to the primary when asked (serveClusterMetrics)
 if (cluster.isWorker) {

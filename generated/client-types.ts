@@ -342,7 +342,7 @@ export interface paths {
         put?: never;
         /**
          * Subscribe a target URL to events (REST hook)
-         * @description Starts delivering the organization's events of one trigger (`triggerKey`) or of a list of types (`eventTypes`, which takes patterns: `*` for every type, `checkin.*` for every check-in type) to `targetUrl`, signed per Standard Webhooks (see the `webhooks` section and docs/webhooks.md). The answer holds the signing `secret` (`whsec_…`), shown only in this answer (and its idempotent replay). Subscribing the same `targetUrl` to the same event types again answers the existing subscription with 200 and no secret, never a second stream. The target must be `https` and resolve to public addresses only (checked again at every connection); otherwise 400 `TARGET_NOT_ALLOWED`. When the server's resolver fails for the moment, 503 `SERVICE_UNAVAILABLE` with `Retry-After` (the Idempotency-Key stays free for the retry).
+         * @description Starts delivering the organization's events of one trigger (`triggerKey`) or of a list of types (`eventTypes`, which takes patterns: `*` for every type, `checkin.*` for every check-in type) to `targetUrl`, signed per Standard Webhooks (see the `webhooks` section and docs/webhooks.md). The answer holds the signing `secret` (`whsec_…`), shown only in this answer (and its idempotent replay). Subscribing the same `targetUrl` to the same event types again answers the existing subscription with 200 and no secret, never a second stream (lists are compared after dropping what their patterns cover; lists that only overlap, such as `["*"]` and `["checkin.*"]`, are two subscriptions). The target must be `https` and resolve to public addresses only (checked again at every connection); otherwise 400 `TARGET_NOT_ALLOWED`. When the server's resolver fails for the moment, 503 `SERVICE_UNAVAILABLE` with `Retry-After` (the Idempotency-Key stays free for the retry).
          */
         post: operations["createIntegrationSubscription"];
         delete?: never;
@@ -1798,7 +1798,7 @@ export interface components {
          */
         EventType: "asset.created" | "asset.deleted" | "asset.updated" | "checkin.activated" | "checkin.checked_out" | "checkin.created" | "checkin.updated" | "issue.closed" | "issue.created" | "issue.resolved" | "issue.updated" | "log.created" | "run.completed" | "run.started" | "run.updated" | "schedule.created" | "schedule.deleted" | "schedule.updated" | "sensor_readings.ingested" | "site.created" | "site.deleted" | "site.updated" | "template.created" | "template.deleted" | "template.updated" | "user.created" | "user.updated";
         /**
-         * @description Several event types at once, for a webhook subscription: `*` every type, `<resource>.*` every type of one resource. A pattern also covers the types of it added later (new types may be added within v1), from the server's first start with them.
+         * @description Several event types at once, for a webhook subscription: `*` every type, `<resource>.*` every type of one resource. A pattern also covers the types of it added later (new types may be added within v1), from the first event of each.
          * @enum {string}
          */
         EventTypePattern: "*" | "asset.*" | "checkin.*" | "issue.*" | "log.*" | "run.*" | "schedule.*" | "sensor_readings.*" | "site.*" | "template.*" | "user.*";

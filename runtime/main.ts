@@ -8,7 +8,6 @@ import { createHttpServer } from './http/httpServer';
 import { ALL_SCOPES, createApiKey, DEFAULT_ORGANIZATION } from './auth/apiKeys';
 import { countApiKeys } from './storage/repositories/apiKeysRepository';
 import { startDeliveryWorker } from './webhooks/deliveryWorker';
-import { addNewPatternTypes } from './domain/webhookSubscriptions';
 import { BackgroundWork, exitGracefullyOnSignals } from './lifecycle/shutdown';
 import { runPrimary } from './lifecycle/cluster';
 
@@ -59,8 +58,6 @@ async function prepareDatabase(config: Config): Promise<(port: number | undefine
         : '';
       throw new Error(`Cannot prepare the database of DATABASE_URL: ${err.message}${missing}`);
     });
-    // a subscription to a pattern (`*`, `checkin.*`) takes the event types this version added
-    await addNewPatternTypes(database.knex);
     const noKey = (await countApiKeys(database.knex)) === 0;
     // in production a secret printed on stdout ends up in the log store: the operator creates the
     // first key with the key CLI instead, and is told so

@@ -5520,7 +5520,7 @@ return errors === 0;
 validate113.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 const schema57 = {"description":"An event type, or a pattern (`*`, `<resource>.*`) standing for several.","anyOf":[{"$ref":"components#/$defs/EventType"},{"$ref":"components#/$defs/EventTypePattern"}]};
-const schema58 = {"type":"string","description":"Several event types at once, for a webhook subscription: `*` every type, `<resource>.*` every type of one resource. A pattern also covers the types of it added later (new types may be added within v1), from the server's first start with them.","enum":["*","asset.*","checkin.*","issue.*","log.*","run.*","schedule.*","sensor_readings.*","site.*","template.*","user.*"]};
+const schema58 = {"type":"string","description":"Several event types at once, for a webhook subscription: `*` every type, `<resource>.*` every type of one resource. A pattern also covers the types of it added later (new types may be added within v1), from the first event of each.","enum":["*","asset.*","checkin.*","issue.*","log.*","run.*","schedule.*","sensor_readings.*","site.*","template.*","user.*"]};
 
 function validate117(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

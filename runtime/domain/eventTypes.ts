@@ -66,12 +66,6 @@ export type EventTypeSelection = EventType | EventTypePattern;
 
 const resourceOf = (type: string): string => type.slice(0, type.indexOf('.'));
 
-/**
- * `*` and one `<resource>.*` per resource of EVENT_TYPES, sorted. The contract's enum must list
- * exactly these: `npm run generate` fails otherwise (scripts/contract/bundle.ts).
- */
-export const EVENT_TYPE_PATTERNS: readonly EventTypePattern[] = ['*', ...[...new Set(EVENT_TYPES.map(resourceOf))].sort().map((resource) => `${resource}.*`)] as EventTypePattern[];
-
 /** Does `selection` (a type or a pattern) take events of `type`? */
 export function selects(selection: EventTypeSelection, type: EventType): boolean {
   return selection === type || selection === '*' || selection === `${resourceOf(type)}.*`;
@@ -89,7 +83,11 @@ export function normalizeSelections(selections: readonly EventTypeSelection[]): 
   return unique.filter((s) => !covered(s)).sort();
 }
 
-/** The event types `selections` take, sorted: what recording an event looks its subscriptions up by. */
+/**
+ * The event types `selections` take now, sorted (a replay's window is read by type). Recording
+ * an event does not use it: it matches the type, its resource's pattern and `*` against the
+ * selections as stored, so a pattern takes the types a later version adds from its first event.
+ */
 export function typesSelected(selections: readonly EventTypeSelection[]): EventType[] {
   return EVENT_TYPES.filter((type) => selections.some((s) => selects(s, type)));
 }

@@ -12,12 +12,10 @@ import { retentionCutoff } from './events';
 import { eventIdsInWindow } from '../storage/repositories/eventsRepository';
 import { normalizeSelections, typesSelected, type EventTypeSelection } from './eventTypes';
 import {
-  addSubscriptionTypes,
   deleteSubscriptionRows,
   findSubscriptionRow,
   findSubscriptionWith,
   insertSubscriptionIfAbsent,
-  listPatternSubscriptions,
   matchKeyOf,
   toSubscription,
   updateSubscriptionRow,
@@ -111,19 +109,8 @@ export async function createSubscription(
     last_success_at: null,
     created_at: now,
     updated_at: now,
-  }, typesSelected(types));
+  });
   return created ? { created, subscription: { ...toSubscription(row), secret } } : { created, subscription: toSubscription(row) };
-}
-
-/**
- * Gives every subscription that lists a pattern (`*`, `<resource>.*`) the event types of it this
- * version records and it was not yet looked up by — types added since it subscribed — so that
- * recording them finds it. Run once per start, after the migrations (runtime/main.ts); subscribing
- * and changing the types look up every type at once. Answers how many were added.
- */
-export async function addNewPatternTypes(db: Knex): Promise<number> {
-  const subscriptions = await listPatternSubscriptions(db);
-  return addSubscriptionTypes(db, subscriptions.map((s) => ({ ...s, eventTypes: typesSelected(s.match_key.split(',') as EventTypeSelection[]) })));
 }
 
 export async function getSubscription(db: Knex, orgId: string, partner: string, id: string): Promise<WebhookSubscription> {
@@ -172,7 +159,7 @@ export async function updateSubscription(db: Knex, orgId: string, partner: strin
     if (other && other.id !== id) throw equal(other.id);
   }
   try {
-    await updateSubscriptionRow(db, orgId, id, changes, changes.match_key === undefined ? undefined : typesSelected(types!));
+    await updateSubscriptionRow(db, orgId, id, changes);
   } catch (err) {
     if (err instanceof UniqueViolation) throw equal();
     throw err;
@@ -319,7 +306,7 @@ export async function replayEvents(
   const to = normalizeTimestamp(window.to);
   if (to <= from) throw new ApiError('VALIDATION_ERROR', '/to must be after /from', [{ path: '/to', message: 'must be after from' }]);
   const start = from < retentionCutoff(rules.retentionDays) ? retentionCutoff(rules.retentionDays) : from;
-  const events = await eventIdsInWindow(db, orgId, row.match_key.split(','), start, to, MAX_REPLAY + 1);
+  const events = await eventIdsInWindow(db, orgId, typesSelected(row.match_key.split(',') as EventTypeSelection[]), start, to, MAX_REPLAY + 1);
   if (events.length > MAX_REPLAY) throw validationError(`The window holds more than ${MAX_REPLAY} events: replay it in narrower windows`, [{ path: '/to', message: `window holds more than ${MAX_REPLAY} events` }]);
   await insertReplayDeliveries(db, orgId, subscriptionId, events, nowIso());
   return { replayed: events.length };

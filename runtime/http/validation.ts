@@ -144,12 +144,14 @@ function mergeEnumAlternatives(errors: ErrorObject[]): ErrorObject[] {
   const out: ErrorObject[] = [];
   for (const e of errors) {
     if (e.keyword === 'anyOf' || e.keyword === 'oneOf') {
+      // each alternative's `enum`, and its `type` when the value is not even a string
       let start = out.length;
-      while (start > 0 && out[start - 1].instancePath === e.instancePath && out[start - 1].keyword === 'enum') start--;
-      const alternatives = out.slice(start);
-      if (alternatives.length > 1) {
-        const allowedValues = alternatives.flatMap((a) => (a.params as { allowedValues: unknown[] }).allowedValues);
-        out.splice(start, alternatives.length, { ...alternatives[0], params: { allowedValues } });
+      while (start > 0 && out[start - 1].instancePath === e.instancePath && ['enum', 'type'].includes(out[start - 1].keyword)) start--;
+      const failed = out.slice(start);
+      const lists = failed.filter((f) => f.keyword === 'enum');
+      if (lists.length > 1) {
+        const allowedValues = lists.flatMap((a) => (a.params as { allowedValues: unknown[] }).allowedValues);
+        out.splice(start, failed.length, { ...lists[0], params: { allowedValues } });
         continue;
       }
     }

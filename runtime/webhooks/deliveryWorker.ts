@@ -243,21 +243,24 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
 /**
  * The time rule of `failing` (docs/webhooks.md, "Retries and disabling"), at a failed attempt that
  * is not its delivery's last: nothing the subscription sent has succeeded for as long as the
- * schedule lasts, counted from the end of the delivery's first attempt (its first failure: time it
- * waited unsent, an engine stopped, is not the endpoint failing) or, if later, from the
- * subscription's last change (a resume, a re-enabling, a new target or secret). It catches a
- * delivery a queue kept from its last attempt: an endpoint that hangs under a fast stream.
+ * schedule lasts, counted from the end of the first attempt of the delivery's current schedule
+ * (its first failure: time it waited unsent, an engine stopped, is not the endpoint failing; a
+ * delivery sent again on request starts a new schedule) or, if later, from the subscription's last
+ * change (a resume, a re-enabling, a new target or secret). It catches a delivery a queue kept
+ * from its last attempt: an endpoint that hangs under a fast stream.
  */
 async function failingForWholeSchedule(
   trx: Knex, settings: WorkerSettings, subscription: { last_success_at: string | null; updated_at: string },
-  delivery: Pick<WebhookDeliveryRow, 'id' | 'created_at'>, finishedAt: string,
+  delivery: Pick<WebhookDeliveryRow, 'id' | 'created_at' | 'attempts'>, finishedAt: string,
 ): Promise<boolean> {
   const lasts = scheduleSeconds(settings.webhookRetrySchedule) * 1000;
   const later = (a: string, b: string) => (a > b ? a : b);
   const lastedSince = (since: string) => Date.parse(finishedAt) - Date.parse(since) >= lasts;
   // the first attempt came after the delivery was made: read it only when that could qualify
   if (!lastedSince(later(delivery.created_at, subscription.updated_at))) return false;
-  const since = later((await firstAttemptEndOf(trx, delivery.id)) ?? finishedAt, subscription.updated_at);
+  // this attempt is the schedule's first (its row is written after), or an earlier one was
+  const firstEnd = delivery.attempts <= 1 ? finishedAt : ((await firstAttemptEndOf(trx, delivery.id)) ?? finishedAt);
+  const since = later(firstEnd, subscription.updated_at);
   return lastedSince(since) && !(subscription.last_success_at !== null && subscription.last_success_at >= since);
 }
 

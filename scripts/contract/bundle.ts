@@ -135,7 +135,7 @@ function checkEventTypes(doc: OpenApiDocument): void {
   const resources = [...new Set(declared.map((type) => String(type).split('.')[0]))].sort();
   const patterns: unknown = schemas.EventTypePattern?.enum;
   const expected = ['*', ...resources.map((resource) => `${resource}.*`)];
-  if (Array.isArray(patterns) && JSON.stringify(patterns) !== JSON.stringify(expected)) {
+  if (!Array.isArray(patterns) || JSON.stringify(patterns) !== JSON.stringify(expected)) {
     problems.push(`components.schemas.EventTypePattern.enum must be ${JSON.stringify(expected)} (\`*\` and one \`<resource>.*\` per resource of EventType, in this order), not ${JSON.stringify(patterns)}`);
   }
   if (problems.length) throw new Error(`${problems.join('\n')}\n(each event type is declared in all of these: contract/paths/events.yaml and contract/paths/integrations.yaml)`);

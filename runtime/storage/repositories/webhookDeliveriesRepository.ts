@@ -8,7 +8,7 @@ import { fetchPage } from '../pagination';
 import type { ListFilters } from '../listFilters';
 import { insertEventOn, type EventRow } from './eventsRepository';
 import { rowsOf } from '../rawRows';
-import type { WebhookSubscriptionRow } from './webhookSubscriptionsRepository';
+import { selectorsOf, type WebhookSubscriptionRow } from './webhookSubscriptionsRepository';
 
 export type WebhookDelivery = components['schemas']['WebhookDelivery'];
 export type WebhookDeliveryStatus = components['schemas']['WebhookDeliveryStatus'];
@@ -61,13 +61,14 @@ export function toDelivery(row: WebhookDeliveryRow): WebhookDelivery {
  * RECORD_EVENT_SQL below looks them up itself.
  */
 function listeningSubscriptionsOn(conn: SqliteStatements, orgId: string, type: string): string[] {
-  return (conn.prepare(LISTENING_SQL).all(orgId, type) as { id: string }[]).map((row) => row.id);
+  return (conn.prepare(LISTENING_SQL).all(orgId, ...selectorsOf(type)) as { id: string }[]).map((row) => row.id);
 }
 
-// fixed text run through the driver: every domain write runs it
+// fixed text run through the driver: every domain write runs it. The type, its resource's
+// pattern and `*`: three seeks of the (org_id, event_type) index
 const LISTENING_SQL = `select s.id from webhook_subscription_types st
   join webhook_subscriptions s on s.id = st.subscription_id
-  where st.org_id = ? and st.event_type = ? and s.status in ('active', 'paused')`;
+  where st.org_id = ? and st.event_type in (?, ?, ?) and s.status in ('active', 'paused')`;
 
 /**
  * Records an event and queues one delivery of it per subscription of its organization that
@@ -100,7 +101,8 @@ export async function insertEventAndQueueDeliveries(
     if (listening.length) await insertDeliveries(db, row.org_id, listening, { id: row.id, type: row.type, occurredAt });
     return;
   }
-  await sendInTransaction(db, RECORD_EVENT_SQL, [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.previous_values, row.org_id]);
+  const [, pattern] = selectorsOf(row.type);
+  await sendInTransaction(db, RECORD_EVENT_SQL, [row.id, row.org_id, row.type, row.resource_id, row.data, row.changed_fields, row.previous_values, row.org_id, pattern]);
 }
 
 // `offset 0` keeps the locking subquery a plan node of its own, evaluated before the row (and
@@ -115,7 +117,7 @@ const RECORD_EVENT_SQL = `with recorded as (
     insert into webhook_deliveries (id, org_id, subscription_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at)
     select 'whd_' || substr(md5(gen_random_uuid()::text), 1, 24), e.org_id, s.id, e.id, e.type, 'pending', 0, e.occurred_at, e.occurred_at, e.occurred_at
     from recorded e
-    join webhook_subscription_types st on st.org_id = e.org_id and st.event_type = e.type
+    join webhook_subscription_types st on st.org_id = e.org_id and st.event_type in (e.type, ?, '*')
     join webhook_subscriptions s on s.id = st.subscription_id and s.status in ('active', 'paused')
     returning 1
   )
@@ -393,10 +395,14 @@ export async function insertDeliveryAttempt(db: Knex, row: WebhookDeliveryAttemp
   await db('webhook_delivery_attempts').insert(row);
 }
 
-/** When the delivery's first attempt that got an outcome ended; undefined before it has one. */
+/**
+ * When the first attempt of the delivery's current retry schedule ended (the latest attempt
+ * numbered 1: the numbers start again with every new schedule, a delivery sent again on request
+ * among them); undefined before it has one.
+ */
 export async function firstAttemptEndOf(db: Knex, deliveryId: string): Promise<string | undefined> {
   const row: Pick<WebhookDeliveryAttemptRow, 'started_at' | 'duration_ms'> | undefined =
-    await db('webhook_delivery_attempts').where({ delivery_id: deliveryId }).orderBy('seq').first('started_at', 'duration_ms');
+    await db('webhook_delivery_attempts').where({ delivery_id: deliveryId, attempt: 1 }).orderBy('seq', 'desc').first('started_at', 'duration_ms');
   return row && new Date(Date.parse(row.started_at) + Number(row.duration_ms)).toISOString();
 }
 

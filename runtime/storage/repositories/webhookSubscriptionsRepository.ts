@@ -9,7 +9,7 @@ import { translateErrors } from '../databaseErrors';
 export type WebhookSubscription = components['schemas']['WebhookSubscription'];
 type WebhookSubscriptionStatus = components['schemas']['WebhookSubscriptionStatus'];
 type DisabledReason = NonNullable<WebhookSubscription['disabledReason']>;
-type EventType = components['schemas']['EventType'];
+type EventTypeSelection = components['schemas']['EventTypeSelection'];
 
 export interface WebhookSubscriptionRow {
   seq: number;
@@ -38,7 +38,7 @@ export function toSubscription(row: WebhookSubscriptionRow): WebhookSubscription
     id: row.id,
     partner: row.partner,
     triggerKey: row.trigger_key,
-    eventTypes: row.match_key.split(',') as EventType[],
+    eventTypes: row.match_key.split(',') as EventTypeSelection[],
     targetUrl: row.target_url,
     status: row.status,
     disabledReason: row.disabled_reason,
@@ -60,7 +60,11 @@ export async function listWebhookSubscriptions(
 ): Promise<Page<WebhookSubscription>> {
   const query = db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner });
   if (filters.triggerKey !== undefined) {
-    query.whereIn('id', db('webhook_subscription_types').select('subscription_id').where({ org_id: orgId, event_type: filters.triggerKey }));
+    // one equality per selector, each a search of the (org_id, event_type) index (an `in` of the
+    // three lets Postgres read every row of the organization instead)
+    const listening = (selector: string) => db('webhook_subscription_types').select('subscription_id').where({ org_id: orgId, event_type: selector });
+    const [type, ...patterns] = selectorsOf(filters.triggerKey);
+    query.whereIn('id', listening(type).unionAll(patterns.map(listening)));
   }
   if (filters.status !== undefined) query.where({ status: filters.status });
   return fetchPage(query, ['seq'], page, toSubscription);
@@ -70,13 +74,11 @@ export async function listWebhookSubscriptions(
  * Inserts the subscription and its event types unless the organization already has one for the
  * same partner, target and types; answers the row that exists afterwards and whether it is new.
  */
-export async function insertSubscriptionIfAbsent(
-  db: Knex, row: Omit<WebhookSubscriptionRow, 'seq'>, eventTypes: readonly string[],
-): Promise<{ row: WebhookSubscriptionRow; created: boolean }> {
+export async function insertSubscriptionIfAbsent(db: Knex, row: Omit<WebhookSubscriptionRow, 'seq'>): Promise<{ row: WebhookSubscriptionRow; created: boolean }> {
   await lockForOrderedInsert(db, 'webhook_subscriptions', row.org_id);
   const inserted = await db('webhook_subscriptions').insert(row).onConflict(['org_id', 'partner', 'target_url', 'match_key']).ignore().returning('id');
   const created = inserted.length > 0;
-  if (created) await db('webhook_subscription_types').insert(typeRows(row.org_id, row.id, eventTypes));
+  if (created) await db('webhook_subscription_types').insert(typeRows(row.org_id, row.id, row.match_key));
   const existing = await db<WebhookSubscriptionRow>('webhook_subscriptions')
     .where({ org_id: row.org_id, partner: row.partner, target_url: row.target_url, match_key: row.match_key })
     .first();
@@ -95,39 +97,31 @@ export async function findSubscriptionWith(db: Knex, orgId: string, partner: str
 }
 
 /**
- * Updates the subscription's columns; `eventTypes`, when given, replace its event types' rows (a
- * change of `match_key`). A target and types another subscription of the organization and
- * partner already has are refused by the unique index (UniqueViolation).
+ * Updates the subscription's columns. A change of `match_key` replaces its rows in
+ * `webhook_subscription_types` with it. A target and types another subscription of the
+ * organization and partner already has are refused by the unique index (UniqueViolation).
  */
-export async function updateSubscriptionRow(
-  db: Knex, orgId: string, id: string, columns: Partial<WebhookSubscriptionRow>, eventTypes?: readonly string[],
-): Promise<void> {
+export async function updateSubscriptionRow(db: Knex, orgId: string, id: string, columns: Partial<WebhookSubscriptionRow>): Promise<void> {
   await translateErrors(db, 'webhook_subscriptions', () => db('webhook_subscriptions').where({ org_id: orgId, id }).update(columns));
-  if (eventTypes !== undefined) {
+  if (columns.match_key !== undefined) {
     await db('webhook_subscription_types').where({ org_id: orgId, subscription_id: id }).delete();
-    await db('webhook_subscription_types').insert(typeRows(orgId, id, eventTypes));
+    await db('webhook_subscription_types').insert(typeRows(orgId, id, columns.match_key));
   }
 }
 
-/** One row per event type, through which recording an event finds its subscriptions. */
-const typeRows = (orgId: string, subscriptionId: string, eventTypes: readonly string[]) =>
-  eventTypes.map((type) => ({ subscription_id: subscriptionId, org_id: orgId, event_type: type }));
+/**
+ * One row per entry of `matchKey` — an event type or a pattern (`*`, `<resource>.*`) as listed —
+ * through which recording an event finds its subscriptions (selectorsOf).
+ */
+const typeRows = (orgId: string, subscriptionId: string, matchKey: string) =>
+  matchKey.split(',').map((type) => ({ subscription_id: subscriptionId, org_id: orgId, event_type: type }));
 
-/** Every subscription whose `match_key` holds a pattern (`*`, `<resource>.*`), all organizations. */
-export async function listPatternSubscriptions(db: Knex): Promise<Pick<WebhookSubscriptionRow, 'id' | 'org_id' | 'match_key'>[]> {
-  return db('webhook_subscriptions').where('match_key', 'like', '%*%').select('id', 'org_id', 'match_key').orderBy('seq');
-}
-
-/** Adds each subscription the rows of its `eventTypes` it does not have yet, in chunks; answers how many were added. */
-export async function addSubscriptionTypes(db: Knex, subscriptions: readonly { id: string; org_id: string; eventTypes: readonly string[] }[]): Promise<number> {
-  const rows = subscriptions.flatMap((s) => typeRows(s.org_id, s.id, s.eventTypes));
-  let added = 0;
-  for (let i = 0; i < rows.length; i += 300) {
-    const inserted = await db('webhook_subscription_types').insert(rows.slice(i, i + 300)).onConflict(['subscription_id', 'event_type']).ignore().returning('event_type');
-    added += inserted.length;
-  }
-  return added;
-}
+/**
+ * The rows of `webhook_subscription_types` that take an event of `type`: the type itself, its
+ * resource's pattern and `*`. A subscription never lists two of them (its list is normalized:
+ * domain/eventTypes.ts, normalizeSelections), so it matches once.
+ */
+export const selectorsOf = (type: string): [string, string, string] => [type, `${type.slice(0, type.indexOf('.'))}.*`, '*'];
 
 /** Deletes the subscription, its event types, its deliveries and their attempts. */
 export async function deleteSubscriptionRows(db: Knex, orgId: string, id: string): Promise<boolean> {

@@ -4439,7 +4439,7 @@ export interface operations {
     listIntegrationSubscriptions: {
         parameters: {
             query?: {
-                /** @description Only subscriptions that receive this event type, named or through a pattern (`*`, `<resource>.*`). */
+                /** @description Only subscriptions that receive this event type, named or through a pattern (`*`, `<resource>.*`). It takes an event type, not a pattern (400). */
                 triggerKey?: components["schemas"]["EventType"];
                 status?: components["schemas"]["WebhookSubscriptionStatus"];
                 /** @description Page size, 1 to 500. */

@@ -270,18 +270,25 @@ describeEachDatabase('webhook delivery', (t) => {
       expect((await deliveries(auth, subscription.id))[0]).toMatchObject({ status: 'abandoned', attempts: 3 });
     });
 
-    it('counts a delivery sent again on request from its new first attempt', async () => {
+    it('counts a delivery sent again on request from the first attempt of its new schedule, also when that one\'s outcome was lost', async () => {
       const { auth, subscription } = await setup('/sent-again', 'checkin.created');
       receiver.answer((req) => (req.path === '/sent-again' ? { status: 500, body: 'no' } : { status: 200, body: 'ok' }));
       await checkin(auth);
       const [given] = await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'abandoned');
-      // as a subscription left active when that delivery was given up (its last attempt cut off on
-      // our side), and longer ago than the schedule lasts
+      // as a subscription left active when that delivery was given up (its last attempt cut off on our side)
       await t.db.knex('webhook_subscriptions').where({ id: subscription.id }).update({ status: 'active', disabled_reason: null, disabled_at: null });
-      await sleep(2500);
+      // sent again while the engine is stopped, longer than the schedule lasts
+      await worker.stop();
       await t.http.post(`${HOOKS}/${subscription.id}/deliveries/${given.id}/retry`).set('Authorization', auth).expect(202);
-      const again = await attemptsOf(auth, subscription.id, 5);
-      expect(again).toMatchObject({ status: 'failed', attempts: 2 });
+      await sleep(2500);
+      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+      // the new schedule's first attempt, its outcome then lost as with a process killed during it
+      await attemptsOf(auth, subscription.id, 4);
+      const firstOfNew = await t.db.knex('webhook_delivery_attempts').where({ delivery_id: given.id }).orderBy('seq', 'desc').first('seq', 'attempt');
+      expect(firstOfNew.attempt).toBe(1);
+      await t.db.knex('webhook_delivery_attempts').where({ seq: firstOfNew.seq }).delete();
+      // its second attempt fails about 1 s after the first: not counted from the earlier schedule
+      expect(await attemptsOf(auth, subscription.id, 4)).toMatchObject({ status: 'failed', attempts: 2 });
       expect(await subscriptionOf(auth, subscription.id)).toMatchObject({ status: 'active' });
       // its new schedule's last attempt disables it, as before
       expect(await disabled(auth, subscription.id)).toMatchObject({ disabledReason: 'failing' });
@@ -778,6 +785,16 @@ describeEachDatabase('webhook delivery', (t) => {
       expect(replay.body).toEqual({ replayed: 4 });
       await deliveriesWhen(auth, subscription.id, (l) => l.length === 8 && l.every((d) => d.status === 'succeeded'));
       expect(typesReceived('/pattern-kept')).toEqual(['checkin.activated', 'checkin.activated', 'checkin.checked_out', 'checkin.checked_out', 'checkin.created', 'checkin.created', 'site.created', 'site.created']);
+    });
+
+    it('queues one delivery per subscription and event even if its stored list held a type its pattern covers', async () => {
+      const { auth, subscription } = await setup('/one-each', ['checkin.*']);
+      // no request stores such a list (normalizeSelections); rows edited by hand might
+      const { org_id } = await t.db.knex('webhook_subscriptions').where({ id: subscription.id }).first('org_id');
+      await t.db.knex('webhook_subscription_types').insert({ subscription_id: subscription.id, org_id, event_type: 'checkin.created' });
+      await checkin(auth);
+      await deliveriesWhen(auth, subscription.id, (l) => l.length >= 1 && l.every((d) => d.status === 'succeeded'));
+      expect(await deliveries(auth, subscription.id)).toHaveLength(1);
     });
 
     it('refuses a pattern of no resource, and a pattern as triggerKey (400)', async () => {

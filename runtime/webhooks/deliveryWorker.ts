@@ -5,7 +5,7 @@ import type { Config } from '../config';
 import { toDeliveredEvent } from '../domain/events';
 import { inWriteTransaction } from '../storage/writeTransaction';
 import { toEvent } from '../storage/repositories/eventsRepository';
-import { anyDeliveryDue, ClaimedDelivery, finishAttempt, firstAttemptEndOf, insertDeliveryAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
+import { anyDeliveryDue, ClaimedDelivery, dueAgain, finishAttempt, firstAttemptEndOf, insertDeliveryAttempt, WebhookDeliveryRow } from '../storage/repositories/webhookDeliveriesRepository';
 import { claimDueDeliveries } from './deliveryClaims';
 import { disableSubscription, lockSubscription, markSubscriptionSucceeded } from '../storage/repositories/webhookSubscriptionsRepository';
 import { accepted, AttemptOutcome, postWebhook } from '../domain/webhookSend';
@@ -180,7 +180,7 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
       // old one: its failure is the old receiver's, so it neither counts against the new one nor
       // disables the subscription; the delivery goes to the new target now, on a new schedule
       // (as the move made the others: webhookSubscriptions.ts, updateSubscription)
-      const kept = await finishAttempt(trx, delivery.id, token, { ...common, status: 'pending', attempts: 0, next_attempt_at: finishedAt });
+      const kept = await finishAttempt(trx, delivery.id, token, { ...common, ...dueAgain(finishedAt) });
       return kept ? 'failed' : undefined;
     }
     if (ok) {
@@ -251,15 +251,16 @@ async function deliver(db: Knex, settings: WorkerSettings, item: ClaimedDelivery
  */
 async function failingForWholeSchedule(
   trx: Knex, settings: WorkerSettings, subscription: { last_success_at: string | null; updated_at: string },
-  delivery: Pick<WebhookDeliveryRow, 'id' | 'created_at' | 'attempts'>, finishedAt: string,
+  delivery: Pick<WebhookDeliveryRow, 'id' | 'created_at' | 'schedule_started_at' | 'attempts'>, finishedAt: string,
 ): Promise<boolean> {
   const lasts = scheduleSeconds(settings.webhookRetrySchedule) * 1000;
   const later = (a: string, b: string) => (a > b ? a : b);
   const lastedSince = (since: string) => Date.parse(finishedAt) - Date.parse(since) >= lasts;
-  // the first attempt came after the delivery was made: read it only when that could qualify
-  if (!lastedSince(later(delivery.created_at, subscription.updated_at))) return false;
-  // this attempt is the schedule's first (its row is written after), or an earlier one was
-  const firstEnd = delivery.attempts <= 1 ? finishedAt : ((await firstAttemptEndOf(trx, delivery.id)) ?? finishedAt);
+  // the first attempt came after the schedule began: read it only when that could qualify
+  if (!lastedSince(later(delivery.schedule_started_at ?? delivery.created_at, subscription.updated_at))) return false;
+  // this attempt is the schedule's first (its row is written after), or an earlier one was (when
+  // the first one's outcome was lost with its process, the first that has one)
+  const firstEnd = delivery.attempts <= 1 ? finishedAt : ((await firstAttemptEndOf(trx, delivery)) ?? finishedAt);
   const since = later(firstEnd, subscription.updated_at);
   return lastedSince(since) && !(subscription.last_success_at !== null && subscription.last_success_at >= since);
 }

@@ -28,6 +28,8 @@ export interface WebhookDeliveryRow {
   last_response_status: number | null;
   last_response_excerpt: string | null;
   last_attempt_at: string | null;
+  /** When the current retry schedule began; null: when the delivery was made (migrations/0020_delivery_schedule_started_at.ts). */
+  schedule_started_at: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -65,8 +67,9 @@ function listeningSubscriptionsOn(conn: SqliteStatements, orgId: string, type: s
 }
 
 // fixed text run through the driver: every domain write runs it. The type, its resource's
-// pattern and `*`: three seeks of the (org_id, event_type) index
-const LISTENING_SQL = `select s.id from webhook_subscription_types st
+// pattern and `*`: three seeks of the (org_id, event_type) index; `distinct` keeps one delivery per
+// subscription should a list ever hold two entries that take one event (the API never stores one)
+const LISTENING_SQL = `select distinct s.id from webhook_subscription_types st
   join webhook_subscriptions s on s.id = st.subscription_id
   where st.org_id = ? and st.event_type in (?, ?, ?) and s.status in ('active', 'paused')`;
 
@@ -115,10 +118,13 @@ const RECORD_EVENT_SQL = `with recorded as (
     returning id, org_id, type, seq, occurred_at
   ), queued as (
     insert into webhook_deliveries (id, org_id, subscription_id, event_id, event_type, status, attempts, next_attempt_at, created_at, updated_at)
-    select 'whd_' || substr(md5(gen_random_uuid()::text), 1, 24), e.org_id, s.id, e.id, e.type, 'pending', 0, e.occurred_at, e.occurred_at, e.occurred_at
-    from recorded e
-    join webhook_subscription_types st on st.org_id = e.org_id and st.event_type in (e.type, ?, '*')
-    join webhook_subscriptions s on s.id = st.subscription_id and s.status in ('active', 'paused')
+    select 'whd_' || substr(md5(gen_random_uuid()::text), 1, 24), l.org_id, l.subscription_id, l.id, l.type, 'pending', 0, l.occurred_at, l.occurred_at, l.occurred_at
+    from (
+      select distinct e.org_id, s.id as subscription_id, e.id, e.type, e.occurred_at
+      from recorded e
+      join webhook_subscription_types st on st.org_id = e.org_id and st.event_type in (e.type, ?, '*')
+      join webhook_subscriptions s on s.id = st.subscription_id and s.status in ('active', 'paused')
+    ) l
     returning 1
   )
   select seq, occurred_at from recorded`;
@@ -137,7 +143,7 @@ function newDeliveryRow(id: string, orgId: string, subscriptionId: string, event
   return {
     id, org_id: orgId, subscription_id: subscriptionId, event_id: eventId, event_type: eventType, status: 'pending', attempts: 0,
     next_attempt_at: now, lease_until: null, lease_token: null, last_response_status: null, last_response_excerpt: null,
-    last_attempt_at: null, created_at: now, updated_at: now,
+    last_attempt_at: null, schedule_started_at: null, created_at: now, updated_at: now,
   };
 }
 
@@ -189,7 +195,7 @@ export async function makeWaitingDueNow(db: Knex, subscriptionId: string, now: s
 }
 
 /** A delivery made due at `now` on a whole new retry schedule (its attempts counted from 0). */
-const dueAgain = (now: string) => ({ status: 'pending' as const, attempts: 0, next_attempt_at: now, updated_at: now });
+export const dueAgain = (now: string) => ({ status: 'pending' as const, attempts: 0, next_attempt_at: now, schedule_started_at: now, updated_at: now });
 
 /**
  * Leaves out deliveries an engine holds a live lease on: an attempt under way stores its own
@@ -354,7 +360,7 @@ function toDue(r: any): DueDelivery {
       seq: r.seq, id: r.id, org_id: r.org_id, subscription_id: r.subscription_id, event_id: r.event_id, event_type: r.event_type, status: r.status,
       attempts: Number(r.attempts), next_attempt_at: r.next_attempt_at, lease_until: r.lease_until, lease_token: r.lease_token,
       last_response_status: r.last_response_status, last_response_excerpt: r.last_response_excerpt, last_attempt_at: r.last_attempt_at,
-      created_at: r.created_at, updated_at: r.updated_at,
+      schedule_started_at: r.schedule_started_at, created_at: r.created_at, updated_at: r.updated_at,
     },
     event: r.e_seq === null ? null : { seq: r.e_seq, id: r.event_id, org_id: r.e_org_id, type: r.e_type, resource_id: r.e_resource_id, data: r.e_data, changed_fields: r.e_changed_fields, previous_values: r.e_previous_values, occurred_at: r.e_occurred_at },
     subscription: {
@@ -396,13 +402,13 @@ export async function insertDeliveryAttempt(db: Knex, row: WebhookDeliveryAttemp
 }
 
 /**
- * When the first attempt of the delivery's current retry schedule ended (the latest attempt
- * numbered 1: the numbers start again with every new schedule, a delivery sent again on request
- * among them); undefined before it has one.
+ * When the first attempt of the delivery's current retry schedule ended: the first attempt with an
+ * outcome that started once the schedule began (`schedule_started_at`, else `created_at`);
+ * undefined before it has one.
  */
-export async function firstAttemptEndOf(db: Knex, deliveryId: string): Promise<string | undefined> {
-  const row: Pick<WebhookDeliveryAttemptRow, 'started_at' | 'duration_ms'> | undefined =
-    await db('webhook_delivery_attempts').where({ delivery_id: deliveryId, attempt: 1 }).orderBy('seq', 'desc').first('started_at', 'duration_ms');
+export async function firstAttemptEndOf(db: Knex, delivery: Pick<WebhookDeliveryRow, 'id' | 'schedule_started_at' | 'created_at'>): Promise<string | undefined> {
+  const row: Pick<WebhookDeliveryAttemptRow, 'started_at' | 'duration_ms'> | undefined = await db('webhook_delivery_attempts')
+    .where({ delivery_id: delivery.id }).where('started_at', '>=', delivery.schedule_started_at ?? delivery.created_at).orderBy('seq').first('started_at', 'duration_ms');
   return row && new Date(Date.parse(row.started_at) + Number(row.duration_ms)).toISOString();
 }
 

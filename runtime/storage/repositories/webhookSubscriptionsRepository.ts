@@ -60,8 +60,10 @@ export async function listWebhookSubscriptions(
 ): Promise<Page<WebhookSubscription>> {
   const query = db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner });
   if (filters.triggerKey !== undefined) {
-    // one equality per selector, each a search of the (org_id, event_type) index (an `in` of the
-    // three lets Postgres read every row of the organization instead)
+    // one equality per selector, each a search of the (org_id, event_type) index: with an `in` of
+    // the three, Postgres may read all of the organization's rows and filter them (it did on the
+    // rows test/listFilterIndexes.test.ts seeds), since this query, unlike recording's, is planned
+    // with the subscriptions' side first
     const listening = (selector: string) => db('webhook_subscription_types').select('subscription_id').where({ org_id: orgId, event_type: selector });
     const [type, ...patterns] = selectorsOf(filters.triggerKey);
     query.whereIn('id', listening(type).unionAll(patterns.map(listening)));

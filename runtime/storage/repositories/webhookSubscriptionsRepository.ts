@@ -61,9 +61,8 @@ export async function listWebhookSubscriptions(
   const query = db<WebhookSubscriptionRow>('webhook_subscriptions').where({ org_id: orgId, partner });
   if (filters.triggerKey !== undefined) {
     // one equality per selector, each a search of the (org_id, event_type) index: with an `in` of
-    // the three, Postgres may read all of the organization's rows and filter them (it did on the
-    // rows test/listFilterIndexes.test.ts seeds), since this query, unlike recording's, is planned
-    // with the subscriptions' side first
+    // the three, Postgres chose to read all of the organization's rows and filter them on the rows
+    // test/listFilterIndexes.test.ts seeds
     const listening = (selector: string) => db('webhook_subscription_types').select('subscription_id').where({ org_id: orgId, event_type: selector });
     const [type, ...patterns] = selectorsOf(filters.triggerKey);
     query.whereIn('id', listening(type).unionAll(patterns.map(listening)));

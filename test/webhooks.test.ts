@@ -50,16 +50,19 @@ describeEachDatabase('webhook delivery', (t) => {
     (await t.http.post('/v1/checkins').set('Authorization', auth).send({ userId, siteId: 'site_somewhere' }).expect(201)).body;
   const deliveries = async (auth: string, subscriptionId: string) =>
     (await t.http.get(`${HOOKS}/${subscriptionId}/deliveries`).set('Authorization', auth).expect(200)).body.data;
-  /** Waits until the subscription's deliveries satisfy `done`. */
-  async function deliveriesWhen(auth: string, subscriptionId: string, done: (list: any[]) => boolean, timeoutMs = 10_000) {
+  /** Reads every 100 ms until `done` holds for what `read` answers, and answers that; fails after `timeoutMs`, saying `what` with the last read. */
+  async function readUntil<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs: number): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const list = await deliveries(auth, subscriptionId);
-      if (done(list)) return list;
-      if (Date.now() > deadline) throw new Error(`deliveries never reached the expected state: ${JSON.stringify(list)}`);
+      const value = await read();
+      if (done(value)) return value;
+      if (Date.now() > deadline) throw new Error(`${what}: ${JSON.stringify(value)}`);
       await sleep(100);
     }
   }
+  /** Waits until the subscription's deliveries satisfy `done`. */
+  const deliveriesWhen = (auth: string, subscriptionId: string, done: (list: any[]) => boolean, timeoutMs = 10_000) =>
+    readUntil(() => deliveries(auth, subscriptionId), done, 'deliveries never reached the expected state', timeoutMs);
 
   it('subscribes once per target and types, and delivers a signed event the receiver verifies with standardwebhooks', async () => {
     const { auth, subscription } = await setup('/signed', 'checkin.created');
@@ -222,25 +225,12 @@ describeEachDatabase('webhook delivery', (t) => {
 
   describe('the time rule of failing: nothing succeeded for as long as the schedule lasts (2 s here)', () => {
     const subscriptionOf = async (auth: string, id: string) => (await t.http.get(`${HOOKS}/${id}`).set('Authorization', auth).expect(200)).body;
-    async function disabled(auth: string, id: string) {
-      const deadline = Date.now() + 15_000;
-      for (;;) {
-        const body = await subscriptionOf(auth, id);
-        if (body.status === 'disabled') return body;
-        if (Date.now() > deadline) throw new Error(`subscription never disabled: ${JSON.stringify(body)}`);
-        await sleep(100);
-      }
-    }
-    /** The attempts of the subscription's only delivery that got an outcome. */
+    const disabled = (auth: string, id: string) => readUntil(() => subscriptionOf(auth, id), (body) => body.status === 'disabled', 'subscription never disabled', 15_000);
+    /** The subscription's only delivery once `count` of its attempts got an outcome (with its attemptHistory). */
     async function attemptsOf(auth: string, id: string, count: number) {
       const [delivery] = await deliveriesWhen(auth, id, (l) => l.length === 1);
-      const deadline = Date.now() + 15_000;
-      for (;;) {
-        const one = (await t.http.get(`${HOOKS}/${id}/deliveries/${delivery.id}`).set('Authorization', auth).expect(200)).body;
-        if (one.attemptHistory.length >= count) return one;
-        if (Date.now() > deadline) throw new Error(`never ${count} attempts: ${JSON.stringify(one)}`);
-        await sleep(100);
-      }
+      const one = async () => (await t.http.get(`${HOOKS}/${id}/deliveries/${delivery.id}`).set('Authorization', auth).expect(200)).body;
+      return readUntil(one, (body) => body.attemptHistory.length >= count, `never ${count} attempts`, 15_000);
     }
     const stalling = (path: string) => receiver.answer((req) => (req.path === path ? { status: 503, headers: { 'retry-after': '3' } } : { status: 200, body: 'ok' }));
 

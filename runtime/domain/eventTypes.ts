@@ -1,4 +1,5 @@
 import type { components } from '../../generated/types';
+import { selectorsOf } from '../storage/repositories/webhookSubscriptionsRepository';
 
 /**
  * Every event type the API records, with how the trigger catalogue describes it. The contract's
@@ -64,11 +65,9 @@ export type EventTypePattern = components['schemas']['EventTypePattern'];
 /** What a subscription's `eventTypes` lists: types and patterns. */
 export type EventTypeSelection = EventType | EventTypePattern;
 
-const resourceOf = (type: string): string => type.slice(0, type.indexOf('.'));
-
-/** Does `selection` (a type or a pattern) take events of `type`? */
+/** Does `selection` (a type or a pattern) take events of `type`? The same three values recording looks subscriptions up by. */
 export function selects(selection: EventTypeSelection, type: EventType): boolean {
-  return selection === type || selection === '*' || selection === `${resourceOf(type)}.*`;
+  return selectorsOf(type).includes(selection);
 }
 
 /**

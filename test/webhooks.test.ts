@@ -467,6 +467,41 @@ describeEachDatabase('webhook delivery', (t) => {
     }
   });
 
+  // Postgres only, as above. The engine stores an attempt by locking the subscription and then
+  // the delivery; a delete that took the deliveries first deadlocked with it (40P01).
+  (t.kind === 'postgres' ? it : it.skip)('a delete takes the subscription before its deliveries: it waits for an engine storing an attempt, without a deadlock', async () => {
+    const { auth, subscription } = await setup('/delete-race', 'checkin.created');
+    await worker.stop(); // the transaction below plays the engine
+    try {
+      await checkin(auth, 'auth0|delete-race');
+      const [delivery] = await deliveries(auth, subscription.id);
+      const engine = t.db.openAnother();
+      const trx = await engine.knex.transaction();
+      try {
+        await trx('webhook_subscriptions').where({ id: subscription.id }).first('id').forUpdate();
+        const deletion = t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).then((r) => r);
+        // until the delete waits for the subscription's row (the server retries a transaction
+        // Postgres ends for a deadlock, so only the engine's side shows one)
+        await readUntil(
+          async () => Number((await engine.knex.raw(`select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%webhook_subscriptions%'`)).rows[0].n),
+          (waiting) => waiting > 0, 'the delete never waited for the subscription', 10_000);
+        // the engine's second lock is free: the delete has touched none of the deliveries. Had it
+        // taken them first, this would wait for it, and fail after 100 ms instead of deadlocking
+        await trx.raw(`set local lock_timeout = '100ms'`);
+        await trx('webhook_deliveries').where({ id: delivery.id }).update({ status: 'succeeded', next_attempt_at: null, last_response_status: 200 });
+        await trx.commit();
+        expect((await deletion).status).toBe(204);
+        expect(await t.db.knex('webhook_deliveries').where({ subscription_id: subscription.id }).first()).toBeUndefined();
+      } finally {
+        // a failure above must not leave the delete waiting for this transaction
+        if (!trx.isCompleted()) await trx.rollback();
+        await engine.close();
+      }
+    } finally {
+      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+    }
+  });
+
   it('re-enabled with a new target in one change: a delivery waiting for a retry from before the last success is due at once too', async () => {
     const { auth, subscription } = await setup('/both-rules', 'checkin.created');
     await worker.stop(); // the rows below stay as written
@@ -691,6 +726,10 @@ describeEachDatabase('webhook delivery', (t) => {
     await deliveriesWhen(auth, subscription.id, (l) => l[0]?.status === 'succeeded');
     const stored = async (table: string) => Number((await t.db.knex(table).where({ subscription_id: subscription.id }).count({ n: '*' }))[0].n);
     expect([await stored('webhook_deliveries'), await stored('webhook_delivery_attempts')]).toEqual([1, 1]);
+    // another partner's path does not reach it, as a GET there does not
+    const elsewhere = `/v1/integrations/workflow-automation/subscriptions/${subscription.id}`;
+    expect((await t.http.delete(elsewhere).set('Authorization', auth).expect(404)).body).toEqual(anError('NOT_FOUND'));
+    await t.http.get(`${HOOKS}/${subscription.id}`).set('Authorization', auth).expect(200);
     await t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).set('Idempotency-Key', 'del-sub').expect(204);
     const replayed = await t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).set('Idempotency-Key', 'del-sub').expect(204);
     expect(replayed.headers['idempotent-replayed']).toBe('true');

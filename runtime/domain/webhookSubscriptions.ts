@@ -201,8 +201,15 @@ export async function getSubscriptionDelivery(
   return shownDelivery(subscription, { ...toDelivery(row), attemptHistory });
 }
 
+/**
+ * Deletes the subscription with its types, deliveries and attempts; 404 when the partner has no
+ * such subscription. Its row is locked first, the order the delivery engine takes the subscription
+ * and then a delivery in when it stores an attempt (deliveryWorker.ts, storeOutcome): deleting the
+ * deliveries first deadlocked with it on Postgres. Holding the lock also means an attempt the
+ * engine was storing has committed, so its row is deleted with the others.
+ */
 export async function deleteSubscription(db: Knex, orgId: string, partner: string, id: string): Promise<void> {
-  knownPartner(partner);
+  await subscriptionRow(db, orgId, partner, id, { forUpdate: true });
   if (!(await deleteSubscriptionRows(db, orgId, id))) throw notFound('subscription', id);
 }
 

@@ -124,11 +124,12 @@ const typeRows = (orgId: string, subscriptionId: string, matchKey: string) =>
  */
 export const selectorsOf = (type: string): [string, string, string] => [type, `${type.slice(0, type.indexOf('.'))}.*`, '*'];
 
-/** Deletes the subscription, its event types, its deliveries and their attempts. */
+/**
+ * Deletes the subscription, its event types, its deliveries and their attempts. The caller holds
+ * the subscription's row lock (findSubscriptionRow with forUpdate), taken before any of these rows.
+ */
 export async function deleteSubscriptionRows(db: Knex, orgId: string, id: string): Promise<boolean> {
   await db('webhook_subscription_types').where({ org_id: orgId, subscription_id: id }).delete();
-  // the deliveries first: on Postgres that waits for an engine storing an outcome on one of them
-  // (its row lock), so the attempts' delete after it sees the attempt that engine wrote
   await db('webhook_deliveries').where({ org_id: orgId, subscription_id: id }).delete();
   await db('webhook_delivery_attempts').where({ org_id: orgId, subscription_id: id }).delete();
   return (await db('webhook_subscriptions').where({ org_id: orgId, id }).delete()) > 0;

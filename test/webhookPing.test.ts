@@ -1,7 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import { describeEachDatabase, anError, aTimestamp } from './support/testApp';
 import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
-import { MAX_PINGS_UNDER_WAY } from '../runtime/domain/webhookSubscriptions';
+import { MAX_PINGS_PER_ORGANIZATION, MAX_PINGS_UNDER_WAY } from '../runtime/domain/webhookSubscriptions';
 
 // pingIntegrationSubscription: POST /v1/integrations/{partner}/subscriptions/{id}/pings sends one
 // signed `webhook.ping` to the target now and answers what the target answered; nothing is
@@ -66,17 +66,40 @@ describeEachDatabase('pingIntegrationSubscription', (t) => {
     expect(res.body.durationMs).toBeGreaterThanOrEqual(900);
   });
 
-  it(`waits on at most ${MAX_PINGS_UNDER_WAY} targets at once per process: another ping meanwhile answers 503 with Retry-After, and works once they are done`, async () => {
+  // The pings kept under way are sent through a second app of this process (the bounds are the
+  // process's) that waits 10 s for a target, and answered after SLOW_MS: the checks between fit in.
+  const SLOW_MS = 4000;
+
+  it(`waits on at most ${MAX_PINGS_PER_ORGANIZATION} targets of one organization at once per process: another of its pings answers 429, another organization's is sent`, async () => {
     const { auth, subscription } = await setup('/ping-crowd', 'org-ping-crowd');
-    receiver.answer((request) => (request.path === '/ping-crowd' ? { status: 200, hang: true } : { status: 200 }));
-    const answers = await Promise.all(Array.from({ length: MAX_PINGS_UNDER_WAY + 1 }, (_, i) => ping(auth, subscription.id).set('Idempotency-Key', `crowd-${i}`)));
-    const statuses = answers.map((a) => a.status).sort();
-    expect(statuses).toEqual([...Array(MAX_PINGS_UNDER_WAY).fill(200), 503]);
-    const refused = answers.find((a) => a.status === 503)!;
-    expect(refused.body).toEqual(anError('SERVICE_UNAVAILABLE'));
+    const other = await setup('/ping-neighbour', 'org-ping-neighbour');
+    const patient = t.anotherApp({ WEBHOOK_TIMEOUT_SECONDS: '10' });
+    receiver.answer((request) => (request.path === '/ping-crowd' ? { status: 200, delayMs: SLOW_MS } : { status: 204 }));
+    const crowd = Array.from({ length: MAX_PINGS_PER_ORGANIZATION }, () => patient.http.post(`${HOOKS}/${subscription.id}/pings`).set('Authorization', auth).then((r) => r));
+    await receiver.waitFor(MAX_PINGS_PER_ORGANIZATION, { path: '/ping-crowd', timeoutMs: 5000 });
+    const refused = await ping(auth, subscription.id).expect(429);
+    expect(refused.body).toEqual(anError('RATE_LIMITED'));
     expect(refused.headers['retry-after']).toBe('1');
+    // the slow receiver of one organization does not keep another's ping out
+    expect((await ping(other.auth, other.subscription.id).expect(200)).body).toMatchObject({ succeeded: true, responseStatus: 204 });
+    expect((await Promise.all(crowd)).map((a) => [a.status, a.body.succeeded])).toEqual(Array(MAX_PINGS_PER_ORGANIZATION).fill([200, true]));
     receiver.answer(() => ({ status: 204 }));
     expect((await ping(auth, subscription.id).expect(200)).body).toMatchObject({ succeeded: true });
+  });
+
+  it(`waits on at most ${MAX_PINGS_UNDER_WAY} targets at once per process: another ping meanwhile answers 503 with Retry-After, and works once they are done`, async () => {
+    const busy = await Promise.all(Array.from({ length: MAX_PINGS_UNDER_WAY / MAX_PINGS_PER_ORGANIZATION }, (_, i) => setup('/ping-full', `org-ping-full-${i}`)));
+    const late = await setup('/ping-late', 'org-ping-late');
+    const patient = t.anotherApp({ WEBHOOK_TIMEOUT_SECONDS: '10' });
+    receiver.answer((request) => (request.path === '/ping-full' ? { status: 200, delayMs: SLOW_MS } : { status: 204 }));
+    const under = busy.flatMap(({ auth, subscription }) =>
+      Array.from({ length: MAX_PINGS_PER_ORGANIZATION }, () => patient.http.post(`${HOOKS}/${subscription.id}/pings`).set('Authorization', auth).then((r) => r)));
+    await receiver.waitFor(MAX_PINGS_UNDER_WAY, { path: '/ping-full', timeoutMs: 5000 });
+    const refused = await ping(late.auth, late.subscription.id).expect(503);
+    expect(refused.body).toEqual(anError('SERVICE_UNAVAILABLE'));
+    expect(refused.headers['retry-after']).toBe('1');
+    expect((await Promise.all(under)).map((a) => [a.status, a.body.succeeded])).toEqual(Array(MAX_PINGS_UNDER_WAY).fill([200, true]));
+    expect((await ping(late.auth, late.subscription.id).expect(200)).body).toMatchObject({ succeeded: true });
   });
 
   it('pings a paused subscription (a receiver is checked before resuming), and signs with both secrets during a rotation', async () => {

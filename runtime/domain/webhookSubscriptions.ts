@@ -244,22 +244,37 @@ export async function pingSubscription(
   settings: { timeoutSeconds: number; allowPrivateTargets: boolean },
 ): Promise<PingResult> {
   // the wait is the target's, which the caller chooses; on Postgres a keyed request holds a
-  // pooled connection meanwhile (http/handler.ts, `prepare`), so a process waits on a few at most
+  // pooled connection meanwhile (http/handler.ts, `prepare`), so a process waits on a few at most,
+  // and one organization on fewer, so that its slow receiver cannot keep the others' pings out
+  const ours = pingsUnderWayOf.get(orgId) ?? 0;
+  if (ours >= MAX_PINGS_PER_ORGANIZATION) {
+    throw new ApiError('RATE_LIMITED', `${MAX_PINGS_PER_ORGANIZATION} test messages of this organization are under way in this server process; send another once one is answered`, undefined, { 'Retry-After': '1' });
+  }
   if (pingsUnderWay >= MAX_PINGS_UNDER_WAY) {
     throw new ApiError('SERVICE_UNAVAILABLE', `${MAX_PINGS_UNDER_WAY} test messages are under way in this server process; retry in a moment`, undefined, { 'Retry-After': '1' });
   }
   pingsUnderWay++;
+  pingsUnderWayOf.set(orgId, ours + 1);
   try {
     return await sendPing(reads, orgId, partner, id, settings);
   } finally {
     pingsUnderWay--;
+    const left = pingsUnderWayOf.get(orgId)! - 1;
+    if (left) pingsUnderWayOf.set(orgId, left);
+    else pingsUnderWayOf.delete(orgId);
   }
 }
 
-/** Test messages waiting for their target's answer in this process (pingSubscription). */
+/** Test messages waiting for their target's answer in this process (pingSubscription): all, and per organization. */
 let pingsUnderWay = 0;
-/** A bound on this process's own resources (its database pool), not a shared budget: per process. */
-export const MAX_PINGS_UNDER_WAY = 2;
+const pingsUnderWayOf = new Map<string, number>();
+/**
+ * Bounds on this process's own resources (its database pool), not shared budgets: per process.
+ * An organization over its own share is answered 429 (its doing); the process full of several
+ * organizations' pings 503 (the server's).
+ */
+export const MAX_PINGS_UNDER_WAY = 4;
+export const MAX_PINGS_PER_ORGANIZATION = 2;
 
 async function sendPing(
   reads: Knex, orgId: string, partner: string, id: string,

@@ -38,6 +38,8 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
   const received: ReceivedRequest[] = [];
   let answerFn: (request: ReceivedRequest, index: number) => Answer = () => ({ status: 200, body: 'ok' });
   const waiters = new Set<() => void>();
+  /** Answers waiting for their delay: close() drops them, so that none keeps the test process alive. */
+  const answering = new Set<NodeJS.Timeout>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -53,11 +55,13 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       waiters.forEach((w) => w());
       const answer = answerFn(request, index);
       if (answer.hang) return;
-      setTimeout(() => {
+      const timer = setTimeout(() => {
+        answering.delete(timer);
         res.writeHead(answer.status, answer.headers);
         if (answer.hangBody) res.write(answer.body ?? '');
         else res.end(answer.body ?? '');
       }, answer.delayMs ?? 0);
+      answering.add(timer);
     });
   });
   server.keepAliveTimeout = 1000;
@@ -88,6 +92,8 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       });
     },
     close() {
+      for (const timer of answering) clearTimeout(timer);
+      answering.clear();
       server.closeAllConnections();
       return new Promise((resolve) => server.close(() => resolve()));
     },

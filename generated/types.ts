@@ -4072,7 +4072,7 @@ export interface operations {
     listEvents: {
         parameters: {
             query?: {
-                /** @description Only these event types, comma-separated, e.g. `checkin.activated,checkin.checked_out`. A name that is not an event type answers 400 `VALIDATION_ERROR` listing the known ones. */
+                /** @description Only these event types, comma-separated, e.g. `checkin.activated,checkin.checked_out`. The patterns a subscription's `eventTypes` takes are taken here too, so a receiver can catch up with its own list: `<resource>.*` for every type of one resource (`checkin.*`), `*` for every type (no filter). A name that is neither answers 400 `VALIDATION_ERROR` listing the known ones. */
                 types?: string;
                 /** @description Only events about this resource (its `id`). */
                 resourceId?: string;

@@ -126,6 +126,17 @@ describeEachDatabase('the change feed', (t) => {
     expect((await feed(auth, '?types=checkin.activated')).data.map((e: any) => e.data.id)).toEqual([ids[2]]);
     expect((await feed(auth, `?resourceId=${ids[2]}`)).data.map((e: any) => e.type)).toEqual(['checkin.created', 'checkin.activated']);
     expect((await feed(auth, '?types=checkin.created,checkin.activated&limit=100')).data).toHaveLength(6);
+    // the patterns a subscription lists: a resource's types, or every type
+    await t.http.post('/v1/sites').set('Authorization', auth).send({ name: 'Among the check-ins' }).expect(201);
+    const everything = (await feed(auth, '?limit=100')).data;
+    expect(everything.map((e: any) => e.type)).toEqual([...Array(5).fill('checkin.created'), 'checkin.activated', 'site.created']);
+    expect((await feed(auth, '?types=checkin.*&limit=100')).data).toEqual(everything.slice(0, 6));
+    expect((await feed(auth, '?types=site.*,checkin.activated&limit=100')).data).toEqual(everything.slice(5));
+    expect((await feed(auth, '?types=*&limit=100')).data).toEqual(everything);
+    for (const types of ['planet.*', 'checkin.**', '*.created']) {
+      const res = await t.http.get('/v1/events').query({ types }).set('Authorization', auth).expect(400);
+      expect(res.body.details).toEqual([{ path: '/query/types', message: expect.stringMatching(/^unknown event type .*; known: asset\.created, .*, and the patterns \* and <resource>\.\*$/) }]);
+    }
 
     const seen: string[] = [];
     let after: string | undefined;
@@ -137,7 +148,7 @@ describeEachDatabase('the change feed', (t) => {
       seen.push(...page.data.map((e: any) => e.id));
     }
     expect(seen).toEqual((await feed(auth, '?limit=100')).data.map((e: any) => e.id));
-    expect(new Set(seen).size).toBe(6);
+    expect(new Set(seen).size).toBe(7);
     // the cursor at the end of the feed picks up what happens next
     await t.http.patch(`/v1/checkins/${ids[0]}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
     expect((await feed(auth, `?after=${after}`)).data.map((e: any) => [e.type, e.data.id])).toEqual([['checkin.activated', ids[0]]]);

@@ -65,6 +65,11 @@ export type EventTypePattern = components['schemas']['EventTypePattern'];
 /** What a subscription's `eventTypes` lists: types and patterns. */
 export type EventTypeSelection = EventType | EventTypePattern;
 
+/** Is `value` an event type or a pattern of known resources (`*`, `<resource>.*`)? */
+export function isEventTypeSelection(value: string): value is EventTypeSelection {
+  return isEventType(value) || value === '*' || (value.endsWith('.*') && EVENT_TYPES.some((type) => type.startsWith(value.slice(0, -1))));
+}
+
 /** Does `selection` (a type or a pattern) take events of `type`? The same three values recording looks subscriptions up by. */
 export function selects(selection: EventTypeSelection, type: EventType): boolean {
   return selectorsOf(type).includes(selection);

@@ -8,7 +8,7 @@ import { committedReads } from '../storage/committedReads';
 import { ApiError, validationError } from '../errors';
 import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, type FeedPosition, findEvent, firstSeqAtOrAfter, highestEventSeq, listEvents } from '../storage/repositories/eventsRepository';
 import { deleteAttemptsBefore, deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
-import { EVENT_TYPES, isEventType, type EventType } from './eventTypes';
+import { EVENT_TYPES, isEventType, isEventTypeSelection, typesSelected, type EventType, type EventTypeSelection } from './eventTypes';
 import type { PurgeOptions } from '../periodic';
 
 export type { EventType } from './eventTypes';
@@ -181,11 +181,13 @@ export interface FeedRequest {
  * after it may have been purged, and a silent gap is worse than a resync.
  */
 export async function readEventFeed(db: Knex, orgId: string, request: FeedRequest, retentionDays: number): Promise<{ data: Event[]; nextCursor: string }> {
-  const types = request.types?.split(',');
-  const unknown = [...new Set(types?.filter((t) => !isEventType(t)))].map((t) => (t === '' ? '"" (an empty name between commas)' : t));
+  const selections = request.types?.split(',');
+  const unknown = [...new Set(selections?.filter((t) => !isEventTypeSelection(t)))].map((t) => (t === '' ? '"" (an empty name between commas)' : t));
   if (unknown.length) {
-    throw validationError(`Unknown event type ${unknown.join(', ')}`, [{ path: '/query/types', message: `unknown event type ${unknown.join(', ')}; known: ${EVENT_TYPES.join(', ')}` }]);
+    throw validationError(`Unknown event type ${unknown.join(', ')}`, [{ path: '/query/types', message: `unknown event type ${unknown.join(', ')}; known: ${EVENT_TYPES.join(', ')}, and the patterns * and <resource>.*` }]);
   }
+  // the patterns a subscription lists read the types they cover now (`*`: every event, no filter)
+  const types = selections === undefined || selections.includes('*') ? undefined : typesSelected(selections as EventTypeSelection[]);
   const starts = (['after', 'afterEvent', 'since'] as const).filter((name) => request[name] !== undefined);
   if (starts.length > 1) {
     throw validationError(`Pass one of after (a cursor), afterEvent (an event id) or since (a time), not ${starts.join(' and ')}`, [{ path: `/query/${starts[1]}`, message: `cannot be combined with ${starts[0]}` }]);

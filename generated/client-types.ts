@@ -1625,7 +1625,7 @@ export interface components {
             templateId: string;
             siteId: string;
             assigneeUserId: string | null;
-            /** @description IANA time zone name the schedule is evaluated in. */
+            /** @description IANA time zone name the schedule is evaluated in, in its canonical form (`Europe/London`, also when sent as `EUROPE/LONDON`). */
             timezone: string;
             startsAt: components["schemas"]["LocalDateTime"];
             /** @description The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`. */
@@ -1644,7 +1644,7 @@ export interface components {
             templateId: string;
             siteId: string;
             assigneeUserId?: string;
-            /** @description IANA time zone name, e.g. `Europe/London`. */
+            /** @description IANA time zone name, e.g. `Europe/London`; stored in its canonical form (letter case corrected, `US/Eastern` as `America/New_York`). */
             timezone: string;
             startsAt: components["schemas"]["ScheduleStartsAt"];
             /** @default 60 */
@@ -2745,7 +2745,7 @@ export interface components {
             latitude: number | null;
             longitude: number | null;
             geofenceRadiusMeters: number;
-            /** @description IANA time zone name. */
+            /** @description IANA time zone name, in its canonical form (`Europe/London`, also when sent as `EUROPE/LONDON`). */
             timezone: string | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
@@ -2764,7 +2764,7 @@ export interface components {
              * @default 100
              */
             geofenceRadiusMeters?: number;
-            /** @description IANA time zone name, e.g. `Europe/London`. */
+            /** @description IANA time zone name, e.g. `Europe/London`; stored in its canonical form (letter case corrected, `US/Eastern` as `America/New_York`). */
             timezone?: string;
         };
         /** @description A site's location is both coordinates or neither: a change names both, and sets both or clears both (one null and the other not answers 400 `VALIDATION_ERROR`). */

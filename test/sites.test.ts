@@ -32,6 +32,19 @@ describeEachDatabase('sites', (t) => {
       expect(radius.body.details).toEqual([{ path: '/geofenceRadiusMeters', message: 'must be >= 10' }]);
       expect(await t.db.knex('sites').where({ name: 'X' })).toHaveLength(0);
     });
+
+    it('stores a time zone under its canonical name: letter case corrected, a link resolved, on create and on change', async () => {
+      const shouted = (await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: 'Shouted', timezone: 'EUROPE/LONDON' }).expect(201)).body;
+      expect(shouted.timezone).toBe('Europe/London');
+      expect(await t.db.knex('sites').where({ id: shouted.id }).first('timezone')).toEqual({ timezone: 'Europe/London' });
+      const linked = await t.http.patch(`/v1/sites/${shouted.id}`).set('Authorization', t.auth).send({ timezone: 'US/Eastern' }).expect(200);
+      expect(linked.body.timezone).toBe('America/New_York');
+      // the same zone written another way is no change: nothing new in the feed
+      const events = async () => (await t.http.get(`/v1/events?resourceId=${shouted.id}`).set('Authorization', t.auth).expect(200)).body.data.length;
+      const before = await events();
+      expect((await t.http.patch(`/v1/sites/${shouted.id}`).set('Authorization', t.auth).send({ timezone: 'america/new_york' }).expect(200)).body.timezone).toBe('America/New_York');
+      expect(await events()).toBe(before);
+    });
   });
 
   describe('getSite / updateSite / deleteSite', () => {

@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 import type { components } from '../../generated/types';
 import { notFound } from '../errors';
-import { assertTimeZone } from './timeZones';
+import { canonicalTimeZone } from './timeZones';
 import { assertOccurs, parseRecurrence, resolveStartsAt } from './recurrence';
 import { checkReferences } from './references';
 import { finishUpdate, recordEvent, tombstone } from './events';
@@ -18,8 +18,8 @@ type ScheduleUpdate = components['schemas']['ScheduleUpdate'];
  * is stored normalized; the calendar (calendar.ts) projects schedules into occurrences.
  */
 
-export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCreate): Promise<Schedule> {
-  assertTimeZone(body.timezone, '/timezone');
+export async function createSchedule(trx: Knex, orgId: string, input: ScheduleCreate): Promise<Schedule> {
+  const body = { ...input, timezone: canonicalTimeZone(input.timezone, '/timezone') };
   const startsAt = resolveStartsAt(body.startsAt, body.timezone, '/startsAt');
   const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
   assertOccurs({ timezone: body.timezone, startsAt, durationMinutes: 0, recurrence }, '/recurrence');
@@ -40,8 +40,8 @@ export async function createSchedule(trx: Knex, orgId: string, body: ScheduleCre
   return schedule;
 }
 
-export async function updateSchedule(trx: Knex, orgId: string, id: string, changes: ScheduleUpdate): Promise<Schedule> {
-  if (changes.timezone !== undefined) assertTimeZone(changes.timezone, '/timezone');
+export async function updateSchedule(trx: Knex, orgId: string, id: string, input: ScheduleUpdate): Promise<Schedule> {
+  const changes = input.timezone === undefined ? input : { ...input, timezone: canonicalTimeZone(input.timezone, '/timezone') };
   const recurrence = typeof changes.recurrence === 'string' ? parseRecurrence(changes.recurrence, '/recurrence').normalized : changes.recurrence;
   const before = await schedules.findScheduleForUpdate(trx, orgId, id);
   if (!before) throw notFound('schedule', id);

@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 import { notFound } from '../errors';
 import { assertBothOrNeither } from './geofence';
-import { assertTimeZone } from './timeZones';
+import { canonicalTimeZone } from './timeZones';
 import { finishUpdate, recordEvent, tombstone } from './events';
 import * as sites from '../storage/repositories/sitesRepository';
 import type { Site, SiteCreate, SiteUpdate } from '../storage/repositories/sitesRepository';
@@ -11,8 +11,8 @@ import type { Site, SiteCreate, SiteUpdate } from '../storage/repositories/sites
  * it and records its event last (runtime/domain/events.ts).
  */
 
-export async function createSite(trx: Knex, orgId: string, body: SiteCreate): Promise<Site> {
-  if (body.timezone !== undefined) assertTimeZone(body.timezone, '/timezone');
+export async function createSite(trx: Knex, orgId: string, input: SiteCreate): Promise<Site> {
+  const body = input.timezone === undefined ? input : { ...input, timezone: canonicalTimeZone(input.timezone, '/timezone') };
   const site = await sites.insertSite(trx, orgId, body);
   await recordEvent(trx, orgId, { type: 'site.created', data: site });
   return site;
@@ -23,8 +23,8 @@ export async function createSite(trx: Knex, orgId: string, body: SiteCreate): Pr
  * (`dependentRequired`); that one of them is null and the other not is refused here, as it is
  * for a user profile's last location.
  */
-export async function updateSite(trx: Knex, orgId: string, id: string, changes: SiteUpdate): Promise<Site> {
-  if (typeof changes.timezone === 'string') assertTimeZone(changes.timezone, '/timezone');
+export async function updateSite(trx: Knex, orgId: string, id: string, input: SiteUpdate): Promise<Site> {
+  const changes = typeof input.timezone === 'string' ? { ...input, timezone: canonicalTimeZone(input.timezone, '/timezone') } : input;
   const before = await sites.findSiteForUpdate(trx, orgId, id);
   if (!before) throw notFound('site', id);
   assertBothOrNeither(['latitude', changes.latitude], ['longitude', changes.longitude]);

@@ -40,12 +40,14 @@ export async function checkTarget(targetUrl: string, allowPrivate: boolean): Pro
   // https://host/, so the same receiver could be subscribed twice under two spellings
   if (!/^[a-z][a-z0-9+.-]*:\/\/[^/\\?#]/i.test(targetUrl)) throw targetNotAllowed('must have its host right after the scheme, as in https://host/path');
   if (url.port === '0') throw targetNotAllowed('must not use port 0, which no receiver listens on');
+  // a password in the URL would be shown back in every answer about the subscription; deliveries
+  // are authenticated by their signature
+  if (url.username || url.password) throw targetNotAllowed('must not contain credentials');
   if (allowPrivate) {
     if (url.protocol !== 'https:' && url.protocol !== 'http:') throw targetNotAllowed('must be an https or (with WEBHOOK_ALLOW_PRIVATE_TARGETS) http URL');
     return;
   }
   if (url.protocol !== 'https:') throw targetNotAllowed('must be an https URL');
-  if (url.username || url.password) throw targetNotAllowed('must not contain credentials');
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (net.isIP(host)) {
     if (!isPublicAddress(host)) throw targetNotAllowed(`points at ${host}, which is not a public address`);

@@ -1584,6 +1584,7 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         AssetCreate: {
+            /** @description Not only white space. */
             name: string;
             siteId?: string;
             assetType?: string;
@@ -1594,6 +1595,7 @@ export interface components {
             attributes: components["schemas"]["AssetAttributes"];
         };
         AssetUpdate: {
+            /** @description Not only white space. */
             name?: string;
             siteId?: string | null;
             assetType?: string | null;
@@ -1784,12 +1786,15 @@ export interface components {
              */
             arrivalWindowEndAt?: string;
             coordinates?: components["schemas"]["Coordinates"];
+            /** @description Not only white space. */
             checkInAddress?: string;
         };
         CheckinUpdate: {
             status?: components["schemas"]["CheckinStatus"];
             coordinates?: components["schemas"]["Coordinates"];
+            /** @description Not only white space. */
             checkInAddress?: string;
+            /** @description Not only white space. */
             checkOutAddress?: string;
         };
         /**
@@ -2553,6 +2558,7 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         IssueCreate: {
+            /** @description Not only white space. */
             title: string;
             description?: string;
             /** @default open */
@@ -2567,6 +2573,7 @@ export interface components {
             dueAt?: string;
         };
         IssueUpdate: {
+            /** @description Not only white space. */
             title?: string;
             description?: string | null;
             status?: components["schemas"]["IssueStatus"];
@@ -2755,6 +2762,7 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         SiteCreate: {
+            /** @description Not only white space. */
             name: string;
             address?: string;
             latitude?: number;
@@ -2769,6 +2777,7 @@ export interface components {
         };
         /** @description A site's location is both coordinates or neither: a change names both, and sets both or clears both (one null and the other not answers 400 `VALIDATION_ERROR`). */
         SiteUpdate: {
+            /** @description Not only white space. */
             name?: string;
             address?: string | null;
             latitude?: number | null;
@@ -2794,6 +2803,7 @@ export interface components {
         TemplateItemInput: {
             /** @description Lower-case letters, digits, `_` and `-`, 1 to 40 characters; unique within the template. */
             id: string;
+            /** @description Not only white space. */
             label: string;
             type: components["schemas"]["TemplateItemType"];
             /** @default false */
@@ -2817,11 +2827,13 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         TemplateCreate: {
+            /** @description Not only white space. */
             name: string;
             description?: string;
             items: components["schemas"]["TemplateItemInput"][];
         };
         TemplateUpdate: {
+            /** @description Not only white space. */
             name?: string;
             description?: string | null;
             /** @description Replaces the whole list. */

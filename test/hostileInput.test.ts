@@ -21,6 +21,26 @@ describeEachDatabase('hostile input', (t) => {
     }
   });
 
+  it('a name, title, label or address of white space only is refused, naming the field', async () => {
+    const site = (await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: 'Not blank' }).expect(201)).body;
+    const checkin = (await t.http.post('/v1/checkins').set('Authorization', t.auth).send({ userId: 'auth0|blank', siteId: site.id }).expect(201)).body;
+    const blank = 'must not be blank: it has no character but white space';
+    const cases: [string, string, Record<string, unknown>, string][] = [
+      ['post', '/v1/sites', { name: ' ' }, '/name'],
+      ['patch', `/v1/sites/${site.id}`, { name: '\n\t' }, '/name'],
+      ['post', '/v1/assets', { name: '\u3000', siteId: site.id }, '/name'],
+      ['post', '/v1/templates', { name: '  ', items: [{ id: 'a', label: 'Fine', type: 'yes_no' }] }, '/name'],
+      ['post', '/v1/templates', { name: 'Fine', items: [{ id: 'a', label: '\u00a0', type: 'yes_no' }] }, '/items/0/label'],
+      ['post', '/v1/issues', { title: '\r\n' }, '/title'],
+      ['patch', `/v1/checkins/${checkin.id}`, { checkInAddress: ' ' }, '/checkInAddress'],
+    ];
+    for (const [method, path, body, pointer] of cases) {
+      const res = await (t.http as any)[method](path).set('Authorization', t.auth).send(body);
+      expect([path, res.status, res.body]).toEqual([path, 400, anError('VALIDATION_ERROR', { details: [{ path: pointer, message: blank }] })]);
+    }
+    expect((await t.http.get(`/v1/sites/${site.id}`).set('Authorization', t.auth).expect(200)).body.name).toBe('Not blank');
+  });
+
   it('a limit in decimal digits is taken, in the list operations', async () => {
     for (const path of ['/v1/sites', '/v1/checkins', '/v1/sensor-readings', '/v1/events']) {
       expect((await t.http.get(`${path}?limit=05`).set('Authorization', t.auth).expect(200)).body).toMatchObject({ data: expect.any(Array) });

@@ -123,7 +123,10 @@ function toDetails(errors: ErrorObject[], prefix: string, rule?: string): ErrorD
     } else if (e.keyword === 'enum') {
       message = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     } else if (e.keyword === 'format' && (e.params as { format: string }).format === 'date-time') {
-      message = 'must be an RFC 3339 date-time with a time zone offset, e.g. 2026-11-22T04:19:50.123Z';
+      message = 'must be an RFC 3339 date-time with a time zone offset, e.g. 2026-11-22T04:19:50.123Z, of a year from 0000 to 9999 in UTC';
+    } else if (e.keyword === 'pattern' && (e.params as { pattern: string }).pattern === '\\S') {
+      // the contract's way of saying "not blank" (a name, a title, a message)
+      message = 'must not be blank: it has no character but white space';
     }
     const key = `${path} ${message}`;
     if (seen.has(key)) continue;

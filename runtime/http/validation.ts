@@ -125,7 +125,9 @@ function toDetails(errors: ErrorObject[], prefix: string, rule?: string): ErrorD
     } else if (e.keyword === 'format' && (e.params as { format: string }).format === 'date-time') {
       message = 'must be an RFC 3339 date-time with a time zone offset, e.g. 2026-11-22T04:19:50.123Z, of a year from 0000 to 9999 in UTC';
     } else if (e.keyword === 'pattern' && (e.params as { pattern: string }).pattern === '\\S') {
-      // the contract's way of saying "not blank" (a name, a title, a message)
+      // the contract's way of saying "not blank" (a name, a title, a message); an empty value
+      // already has its minLength error
+      if (out.some((d) => d.path === path)) continue;
       message = 'must not be blank: it has no character but white space';
     }
     const key = `${path} ${message}`;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type autocannon from 'autocannon';
 import { createBenchDatabase, createSqlite, BenchDatabase } from '../lib/database';
-import { measureInterleaved, LoadTarget, Phase } from '../lib/load';
+import { measureInterleaved, LoadTarget, Measured, Phase } from '../lib/load';
 import type { ServerProcess } from '../lib/processes';
 import { BASELINE_FLOOR, BASELINE_NODE_HTTP, expectStatus, Measurement, Settings, startApi, startBaseline, startPeer, WITHOUT_EVENTS } from './context';
 
@@ -163,13 +163,15 @@ export async function writeScenario(settings: Settings): Promise<Measurement[]> 
     const plain = results['api (no key)'];
     const withoutEvents = results['api (no events)'];
     const plainWithoutEvents = results['api (no events, no key)'];
+    // each round's two phases side by side, which the machine's drift touches least
+    const perRound = (a: Measured, b: Measured) => `per round ${a.repetitions.map((phase, i) => (phase.requestsPerSec / b.repetitions[i].requestsPerSec).toFixed(2)).join(', ')}`;
     return [
       { scenario: 'write', subject: 'api', ...figures(results.api), peakRssMb: rss[0], baseline: 'write / express floor', ratio: results.api.median.requestsPerSec / floorRate, cpuRatio: cpuRatio(results.api, results['express floor']), note: 'fresh Idempotency-Key each', detail: results.api },
       { scenario: 'write', subject: 'api ÷ peer', baseline: 'write / peer', ratio: results.api.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(results.api, results.peer), note: 'with a key vs the peer without' },
       { scenario: 'write', subject: 'api (no key)', ...figures(plain), peakRssMb: rss[0], baseline: 'write / peer', ratio: plain.median.requestsPerSec / peerRate, cpuRatio: cpuRatio(plain, results.peer), note: 'no Idempotency-Key', detail: plain },
-      { scenario: 'write', subject: 'api ÷ api (no events)', baseline: 'write / api (no events)', ratio: results.api.median.requestsPerSec / withoutEvents.median.requestsPerSec, cpuRatio: cpuRatio(results.api, withoutEvents), note: 'what recording events leaves of the write throughput' },
+      { scenario: 'write', subject: 'api ÷ api (no events)', baseline: 'write / api (no events)', ratio: results.api.median.requestsPerSec / withoutEvents.median.requestsPerSec, cpuRatio: cpuRatio(results.api, withoutEvents), note: `what recording events leaves of the write throughput; ${perRound(results.api, withoutEvents)}` },
       { scenario: 'write', subject: 'api (no events)', ...figures(withoutEvents), peakRssMb: rss[3], note: settings.eventsAa ? 'fresh Idempotency-Key each; --events-aa: a second API process with its events on, same database' : 'fresh Idempotency-Key each; recordEvent a no-op (lib/withoutEvents.cjs), same database', detail: withoutEvents },
-      { scenario: 'write', subject: 'api (no key) ÷ api (no events, no key)', baseline: 'write / api (no events)', ratio: plain.median.requestsPerSec / plainWithoutEvents.median.requestsPerSec, cpuRatio: cpuRatio(plain, plainWithoutEvents), note: 'for the record: the same without a key' },
+      { scenario: 'write', subject: 'api (no key) ÷ api (no events, no key)', baseline: 'write / api (no events)', ratio: plain.median.requestsPerSec / plainWithoutEvents.median.requestsPerSec, cpuRatio: cpuRatio(plain, plainWithoutEvents), note: `for the record: the same without a key; ${perRound(plain, plainWithoutEvents)}` },
       { scenario: 'write', subject: 'api (no events, no key)', ...figures(plainWithoutEvents), peakRssMb: rss[3], note: 'no Idempotency-Key; the same process as api (no events)', detail: plainWithoutEvents },
       { scenario: 'write', subject: 'peer', ...figures(results.peer), peakRssMb: rss[2], note: 'express + express-openapi-validator + Knex, key by hash per request, same database', detail: results.peer },
       { scenario: 'write', subject: 'express floor', ...figures(results['express floor']), peakRssMb: rss[1], detail: results['express floor'] },

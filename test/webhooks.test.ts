@@ -60,6 +60,18 @@ describeEachDatabase('webhook delivery', (t) => {
       await sleep(100);
     }
   }
+  /**
+   * Runs `work` with the suite's delivery engine stopped (the test plays an engine, or writes
+   * rows no engine may touch meanwhile), and starts it again after, whatever `work` did.
+   */
+  async function whileEngineStopped(work: () => Promise<void>): Promise<void> {
+    await worker.stop();
+    try {
+      await work();
+    } finally {
+      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
+    }
+  }
   /** Waits until the subscription's deliveries satisfy `done`. */
   const deliveriesWhen = (auth: string, subscriptionId: string, done: (list: any[]) => boolean, timeoutMs = 10_000) =>
     readUntil(() => deliveries(auth, subscriptionId), done, 'deliveries never reached the expected state', timeoutMs);
@@ -440,8 +452,7 @@ describeEachDatabase('webhook delivery', (t) => {
   // of this one process, holding the lock, would block the change's synchronous BEGIN).
   (t.kind === 'postgres' ? it : it.skip)('a change reads the subscription locked: a disabling committed meanwhile is not undone without its requeue', async () => {
     const { auth, subscription } = await setup('/race', 'checkin.created');
-    await worker.stop(); // the transaction below plays the engine
-    try {
+    await whileEngineStopped(async () => { // the transaction below plays the engine
       await checkin(auth, 'auth0|race');
       const [delivery] = await deliveries(auth, subscription.id);
       // the engine's transaction: the delivery given up (410) and the subscription disabled, not committed yet
@@ -462,17 +473,14 @@ describeEachDatabase('webhook delivery', (t) => {
       } finally {
         await engine.close();
       }
-    } finally {
-      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
-    }
+    });
   });
 
   // Postgres only, as above. The engine stores an attempt by locking the subscription and then
   // the delivery; a delete that took the deliveries first deadlocked with it (40P01).
   (t.kind === 'postgres' ? it : it.skip)('a delete takes the subscription before its deliveries: it waits for an engine storing an attempt, without a deadlock', async () => {
     const { auth, subscription } = await setup('/delete-race', 'checkin.created');
-    await worker.stop(); // the transaction below plays the engine
-    try {
+    await whileEngineStopped(async () => { // the transaction below plays the engine
       await checkin(auth, 'auth0|delete-race');
       const [delivery] = await deliveries(auth, subscription.id);
       const engine = t.db.openAnother();
@@ -497,15 +505,12 @@ describeEachDatabase('webhook delivery', (t) => {
         if (!trx.isCompleted()) await trx.rollback();
         await engine.close();
       }
-    } finally {
-      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
-    }
+    });
   });
 
   it('re-enabled with a new target in one change: a delivery waiting for a retry from before the last success is due at once too', async () => {
     const { auth, subscription } = await setup('/both-rules', 'checkin.created');
-    await worker.stop(); // the rows below stay as written
-    try {
+    await whileEngineStopped(async () => { // the rows below stay as written
       await checkin(auth, 'auth0|both-rules');
       const [delivery] = await deliveries(auth, subscription.id);
       const hourLater = new Date(Date.now() + 3_600_000).toISOString();
@@ -518,15 +523,12 @@ describeEachDatabase('webhook delivery', (t) => {
       expect(after).toMatchObject({ status: 'pending', attempts: 0 });
       expect(Date.parse(after.nextAttemptAt)).toBeGreaterThanOrEqual(before - 1000);
       expect(Date.parse(after.nextAttemptAt)).toBeLessThan(Date.parse(hourLater) - 3_000_000);
-    } finally {
-      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
-    }
+    });
   });
 
   it('re-enabling or a new target leaves an attempt under way alone: its lease and its own outcome stand', async () => {
     const { auth, subscription } = await setup('/in-flight', 'checkin.created');
-    await worker.stop(); // the rows below play an engine with an attempt under way
-    try {
+    await whileEngineStopped(async () => { // the rows below play an engine with an attempt under way
       await checkin(auth, 'auth0|in-flight');
       const [delivery] = await deliveries(auth, subscription.id);
       const lease = { lease_until: new Date(Date.now() + 60_000).toISOString(), lease_token: 'an-engines-token', attempts: 1 };
@@ -535,9 +537,7 @@ describeEachDatabase('webhook delivery', (t) => {
       await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ status: 'active' }).expect(200);
       await t.http.patch(`${HOOKS}/${subscription.id}`).set('Authorization', auth).send({ targetUrl: `${receiver.url}/in-flight-2` }).expect(200);
       expect(await t.db.knex('webhook_deliveries').where({ id: delivery.id }).first('lease_until', 'lease_token', 'attempts')).toEqual(lease);
-    } finally {
-      worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
-    }
+    });
   });
 
   it('changes the event types: new events are queued for the new types only, queued ones stay; triggerKey and eventTypes set triggerKey', async () => {

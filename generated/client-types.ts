@@ -1627,7 +1627,7 @@ export interface components {
             templateId: string;
             siteId: string;
             assigneeUserId: string | null;
-            /** @description IANA time zone name the schedule is evaluated in, in its canonical form (`Europe/London`, also when sent as `EUROPE/LONDON`). */
+            /** @description IANA time zone name the schedule is evaluated in, in its usual letter case (`Europe/London`, also when sent as `EUROPE/LONDON`). */
             timezone: string;
             startsAt: components["schemas"]["LocalDateTime"];
             /** @description The instant `startsAt` names in `timezone`, in UTC (derived: it moves when `timezone` changes or the zone's rules do). Not necessarily an occurrence: `startsAt` is the first one only when it matches `recurrence`. */
@@ -1646,7 +1646,7 @@ export interface components {
             templateId: string;
             siteId: string;
             assigneeUserId?: string;
-            /** @description IANA time zone name, e.g. `Europe/London`; stored in its canonical form (letter case corrected, `US/Eastern` as `America/New_York`). */
+            /** @description IANA time zone name, e.g. `Europe/London`; stored with its letter case corrected (`EUROPE/LONDON` as `Europe/London`), a link (`Asia/Kolkata`, `US/Eastern`) as sent. */
             timezone: string;
             startsAt: components["schemas"]["ScheduleStartsAt"];
             /** @default 60 */
@@ -2752,7 +2752,7 @@ export interface components {
             latitude: number | null;
             longitude: number | null;
             geofenceRadiusMeters: number;
-            /** @description IANA time zone name, in its canonical form (`Europe/London`, also when sent as `EUROPE/LONDON`). */
+            /** @description IANA time zone name, in its usual letter case (`Europe/London`, also when sent as `EUROPE/LONDON`). */
             timezone: string | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
@@ -2772,7 +2772,7 @@ export interface components {
              * @default 100
              */
             geofenceRadiusMeters?: number;
-            /** @description IANA time zone name, e.g. `Europe/London`; stored in its canonical form (letter case corrected, `US/Eastern` as `America/New_York`). */
+            /** @description IANA time zone name, e.g. `Europe/London`; stored with its letter case corrected (`EUROPE/LONDON` as `Europe/London`), a link (`Asia/Kolkata`, `US/Eastern`) as sent. */
             timezone?: string;
         };
         /** @description A site's location is both coordinates or neither: a change names both, and sets both or clears both (one null and the other not answers 400 `VALIDATION_ERROR`). */

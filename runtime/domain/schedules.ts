@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 import type { components } from '../../generated/types';
 import { notFound } from '../errors';
-import { canonicalTimeZone } from './timeZones';
+import { storedTimeZone } from './timeZones';
 import { assertOccurs, parseRecurrence, resolveStartsAt } from './recurrence';
 import { checkReferences } from './references';
 import { finishUpdate, recordEvent, tombstone } from './events';
@@ -19,7 +19,7 @@ type ScheduleUpdate = components['schemas']['ScheduleUpdate'];
  */
 
 export async function createSchedule(trx: Knex, orgId: string, input: ScheduleCreate): Promise<Schedule> {
-  const body = { ...input, timezone: canonicalTimeZone(input.timezone, '/timezone') };
+  const body = { ...input, timezone: storedTimeZone(input.timezone, '/timezone') };
   const startsAt = resolveStartsAt(body.startsAt, body.timezone, '/startsAt');
   const recurrence = body.recurrence === undefined ? null : parseRecurrence(body.recurrence, '/recurrence').normalized;
   assertOccurs({ timezone: body.timezone, startsAt, durationMinutes: 0, recurrence }, '/recurrence');
@@ -41,7 +41,7 @@ export async function createSchedule(trx: Knex, orgId: string, input: ScheduleCr
 }
 
 export async function updateSchedule(trx: Knex, orgId: string, id: string, input: ScheduleUpdate): Promise<Schedule> {
-  const changes = input.timezone === undefined ? input : { ...input, timezone: canonicalTimeZone(input.timezone, '/timezone') };
+  const changes = input.timezone === undefined ? input : { ...input, timezone: storedTimeZone(input.timezone, '/timezone') };
   const recurrence = typeof changes.recurrence === 'string' ? parseRecurrence(changes.recurrence, '/recurrence').normalized : changes.recurrence;
   const before = await schedules.findScheduleForUpdate(trx, orgId, id);
   if (!before) throw notFound('schedule', id);

@@ -1,7 +1,7 @@
 import { Knex } from 'knex';
 import { notFound } from '../errors';
 import { assertBothOrNeither } from './geofence';
-import { canonicalTimeZone } from './timeZones';
+import { storedTimeZone } from './timeZones';
 import { finishUpdate, recordEvent, tombstone } from './events';
 import * as sites from '../storage/repositories/sitesRepository';
 import type { Site, SiteCreate, SiteUpdate } from '../storage/repositories/sitesRepository';
@@ -12,7 +12,7 @@ import type { Site, SiteCreate, SiteUpdate } from '../storage/repositories/sites
  */
 
 export async function createSite(trx: Knex, orgId: string, input: SiteCreate): Promise<Site> {
-  const body = input.timezone === undefined ? input : { ...input, timezone: canonicalTimeZone(input.timezone, '/timezone') };
+  const body = input.timezone === undefined ? input : { ...input, timezone: storedTimeZone(input.timezone, '/timezone') };
   const site = await sites.insertSite(trx, orgId, body);
   await recordEvent(trx, orgId, { type: 'site.created', data: site });
   return site;
@@ -24,7 +24,7 @@ export async function createSite(trx: Knex, orgId: string, input: SiteCreate): P
  * for a user profile's last location.
  */
 export async function updateSite(trx: Knex, orgId: string, id: string, input: SiteUpdate): Promise<Site> {
-  const changes = typeof input.timezone === 'string' ? { ...input, timezone: canonicalTimeZone(input.timezone, '/timezone') } : input;
+  const changes = typeof input.timezone === 'string' ? { ...input, timezone: storedTimeZone(input.timezone, '/timezone') } : input;
   const before = await sites.findSiteForUpdate(trx, orgId, id);
   if (!before) throw notFound('site', id);
   assertBothOrNeither(['latitude', changes.latitude], ['longitude', changes.longitude]);

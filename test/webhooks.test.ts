@@ -2,7 +2,9 @@ import dns from 'node:dns';
 import { Webhook } from 'standardwebhooks';
 import { describeEachDatabase, anError, anId, aTimestamp, TestContext } from './support/testApp';
 import { startWebhookReceiver, WebhookReceiver } from './support/webhookReceiver';
+import type { Knex } from 'knex';
 import { startDeliveryWorker, DeliveryWorker } from '../runtime/webhooks/deliveryWorker';
+import { deleteDeliveriesBefore } from '../runtime/storage/repositories/webhookDeliveriesRepository';
 import { loadConfig } from '../runtime/config';
 
 // Delivery through the real engine to a real local receiver, which verifies every request with
@@ -71,6 +73,12 @@ describeEachDatabase('webhook delivery', (t) => {
     } finally {
       worker = startDeliveryWorker({ db: t.db.knex, settings: loadConfig({ ...ENV }), pollIntervalMs: 50 });
     }
+  }
+  /** Postgres: waits until a statement of another session waits for a lock `holder` (a transaction) holds. */
+  async function untilBlockedBy(holder: Knex.Transaction, what: string): Promise<void> {
+    const { pid } = (await holder.raw('select pg_backend_pid() as pid')).rows[0];
+    await readUntil(async () => Number((await t.db.knex.raw('select count(*) as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))', [pid])).rows[0].n),
+      (waiting) => waiting > 0, what, 10_000);
   }
   /** Waits until the subscription's deliveries satisfy `done`. */
   const deliveriesWhen = (auth: string, subscriptionId: string, done: (list: any[]) => boolean, timeoutMs = 10_000) =>
@@ -490,9 +498,7 @@ describeEachDatabase('webhook delivery', (t) => {
         const deletion = t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).then((r) => r);
         // until the delete waits for the subscription's row (the server retries a transaction
         // Postgres ends for a deadlock, so only the engine's side shows one)
-        await readUntil(
-          async () => Number((await engine.knex.raw(`select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%webhook_subscriptions%'`)).rows[0].n),
-          (waiting) => waiting > 0, 'the delete never waited for the subscription', 10_000);
+        await untilBlockedBy(trx, 'the delete never waited for the subscription');
         // the engine's second lock is free: the delete has touched none of the deliveries. Had it
         // taken them first, this would wait for it, and fail after 100 ms instead of deadlocking
         await trx.raw(`set local lock_timeout = '100ms'`);
@@ -504,6 +510,62 @@ describeEachDatabase('webhook delivery', (t) => {
         // a failure above must not leave the delete waiting for this transaction
         if (!trx.isCompleted()) await trx.rollback();
         await engine.close();
+      }
+    });
+  });
+
+  // Postgres only, as above: a retry sent again on request takes the subscription before the
+  // delivery too (on Postgres one transaction may carry several requests of an organization)
+  (t.kind === 'postgres' ? it : it.skip)('a delivery sent again on request waits for an engine holding its subscription, as a delete does', async () => {
+    const { auth, subscription } = await setup('/retry-race', 'checkin.created');
+    await whileEngineStopped(async () => {
+      await checkin(auth, 'auth0|retry-race');
+      const [delivery] = await deliveries(auth, subscription.id);
+      const engine = t.db.openAnother();
+      const trx = await engine.knex.transaction();
+      try {
+        await trx('webhook_subscriptions').where({ id: subscription.id }).first('id').forUpdate();
+        const retry = t.http.post(`${HOOKS}/${subscription.id}/deliveries/${delivery.id}/retry`).set('Authorization', auth).then((r) => r);
+        await untilBlockedBy(trx, 'the retry never waited for the subscription');
+        await trx.raw(`set local lock_timeout = '100ms'`);
+        await trx('webhook_deliveries').where({ id: delivery.id }).update({ last_response_status: 500 });
+        await trx.commit();
+        expect((await retry).status).toBe(202);
+      } finally {
+        if (!trx.isCompleted()) await trx.rollback();
+        await engine.close();
+      }
+    });
+  });
+
+  // Postgres only: the retention purge deletes an old delivery before its attempts, as a
+  // subscription's deletion does; the other order deadlocked when both reached the same rows
+  (t.kind === 'postgres' ? it : it.skip)('the retention purge and a subscription\'s deletion take a delivery and its attempts in one order', async () => {
+    const { auth, subscription } = await setup('/purge-race', 'checkin.created');
+    await whileEngineStopped(async () => {
+      await checkin(auth, 'auth0|purge-race');
+      const [delivery] = await deliveries(auth, subscription.id);
+      const row = await t.db.knex('webhook_deliveries').where({ id: delivery.id }).first('org_id');
+      await t.db.knex('webhook_delivery_attempts').insert({ org_id: row.org_id, subscription_id: subscription.id, delivery_id: delivery.id, attempt: 1, target_url: `${receiver.url}/purge-race`, started_at: new Date().toISOString(), duration_ms: 1, outcome: 'failed', response_status: 500, response_excerpt: null });
+      const other = t.db.openAnother();
+      // a subscription's deletion, as deleteSubscription runs it, holding the delivery it deleted
+      const deletion = await other.knex.transaction();
+      try {
+        await deletion('webhook_subscriptions').where({ id: subscription.id }).first('id').forUpdate();
+        await deletion('webhook_deliveries').where({ subscription_id: subscription.id }).delete();
+        // the purge of every delivery made before a minute from now reaches the same delivery and waits for it
+        const purging = t.db.knex.transaction((trx) => deleteDeliveriesBefore(trx, new Date(Date.now() + 60_000).toISOString(), 100));
+        await untilBlockedBy(deletion, 'the purge never waited for the deleted delivery');
+        // had the purge taken the attempts first, this would wait for it, and fail after 100 ms
+        await deletion.raw(`set local lock_timeout = '100ms'`);
+        await deletion('webhook_delivery_attempts').where({ subscription_id: subscription.id }).delete();
+        await deletion('webhook_subscriptions').where({ id: subscription.id }).delete();
+        await deletion.commit();
+        await purging;
+        expect(await t.db.knex('webhook_delivery_attempts').where({ delivery_id: delivery.id }).first()).toBeUndefined();
+      } finally {
+        if (!deletion.isCompleted()) await deletion.rollback();
+        await other.close();
       }
     });
   });

@@ -305,7 +305,9 @@ async function sendPing(
 }
 
 export async function retryDelivery(db: Knex, orgId: string, partner: string, subscriptionId: string, deliveryId: string): Promise<WebhookDelivery> {
-  const subscription = await subscriptionRow(db, orgId, partner, subscriptionId);
+  // the subscription's row before the delivery's, the order of every transaction that takes both
+  // (deleteSubscription): on Postgres one transaction may carry several requests (a group commit)
+  const subscription = await subscriptionRow(db, orgId, partner, subscriptionId, { forUpdate: true });
   const row = await findDeliveryRow(db, orgId, subscriptionId, deliveryId);
   if (!row) throw notFound('delivery', deliveryId);
   const now = nowIso();

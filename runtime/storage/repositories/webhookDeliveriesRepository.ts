@@ -372,13 +372,16 @@ function toDue(r: any): DueDelivery {
 
 /**
  * Deliveries created before the events' retention, with their attempts: their events are purged
- * (or about to be), so they can never be sent.
+ * (or about to be), so they can never be sent. The deliveries first, then their attempts: the
+ * order every transaction takes them in (a subscription, its deliveries, their attempts), so that
+ * a purge and a subscription's deletion reaching the same rows never deadlock on Postgres.
  */
 export async function deleteDeliveriesBefore(db: Knex, createdBefore: string, batch: number): Promise<number> {
   const orphans: { seq: number; id: string }[] = await db('webhook_deliveries').select('seq', 'id').where('created_at', '<', createdBefore).limit(batch);
   if (!orphans.length) return 0;
+  const deleted = await db('webhook_deliveries').whereIn('seq', orphans.map((o) => o.seq)).delete();
   await db('webhook_delivery_attempts').whereIn('delivery_id', orphans.map((o) => o.id)).delete();
-  return db('webhook_deliveries').whereIn('seq', orphans.map((o) => o.seq)).delete();
+  return deleted;
 }
 
 export type WebhookDeliveryAttempt = components['schemas']['WebhookDeliveryAttempt'];

@@ -77,14 +77,17 @@ describeEachDatabase('pingIntegrationSubscription', (t) => {
     receiver.answer((request) => (request.path === '/ping-crowd' ? { status: 200, delayMs: SLOW_MS } : { status: 204 }));
     const crowd = Array.from({ length: MAX_PINGS_PER_ORGANIZATION }, () => patient.http.post(`${HOOKS}/${subscription.id}/pings`).set('Authorization', auth).then((r) => r));
     await receiver.waitFor(MAX_PINGS_PER_ORGANIZATION, { path: '/ping-crowd', timeoutMs: 5000 });
-    const refused = await ping(auth, subscription.id).expect(429);
+    const refused = await ping(auth, subscription.id).set('Idempotency-Key', 'over-the-share').expect(429);
     expect(refused.body).toEqual(anError('RATE_LIMITED'));
     expect(refused.headers['retry-after']).toBe('1');
     // the slow receiver of one organization does not keep another's ping out
     expect((await ping(other.auth, other.subscription.id).expect(200)).body).toMatchObject({ succeeded: true, responseStatus: 204 });
     expect((await Promise.all(crowd)).map((a) => [a.status, a.body.succeeded])).toEqual(Array(MAX_PINGS_PER_ORGANIZATION).fill([200, true]));
     receiver.answer(() => ({ status: 204 }));
-    expect((await ping(auth, subscription.id).expect(200)).body).toMatchObject({ succeeded: true });
+    // the refusal was not stored under its key: the same request sent again is sent
+    const again = await ping(auth, subscription.id).set('Idempotency-Key', 'over-the-share').expect(200);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.body).toMatchObject({ succeeded: true });
   });
 
   it(`waits on at most ${MAX_PINGS_UNDER_WAY} targets at once per process: another ping meanwhile answers 503 with Retry-After, and works once they are done`, async () => {

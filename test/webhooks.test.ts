@@ -80,6 +80,21 @@ describeEachDatabase('webhook delivery', (t) => {
     await readUntil(async () => Number((await t.db.knex.raw('select count(*) as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))', [pid])).rows[0].n),
       (waiting) => waiting > 0, what, 10_000);
   }
+  /**
+   * Postgres: runs `play` in a transaction of a second connection (another process's, as the
+   * engine's or a purge's would be), rolled back if `play` fails before committing it, so that no
+   * request is left waiting for its locks.
+   */
+  async function inAnotherTransaction(play: (trx: Knex.Transaction) => Promise<void>): Promise<void> {
+    const other = t.db.openAnother();
+    const trx = await other.knex.transaction();
+    try {
+      await play(trx);
+    } finally {
+      if (!trx.isCompleted()) await trx.rollback();
+      await other.close();
+    }
+  }
   /** Waits until the subscription's deliveries satisfy `done`. */
   const deliveriesWhen = (auth: string, subscriptionId: string, done: (list: any[]) => boolean, timeoutMs = 10_000) =>
     readUntil(() => deliveries(auth, subscriptionId), done, 'deliveries never reached the expected state', timeoutMs);
@@ -491,9 +506,7 @@ describeEachDatabase('webhook delivery', (t) => {
     await whileEngineStopped(async () => { // the transaction below plays the engine
       await checkin(auth, 'auth0|delete-race');
       const [delivery] = await deliveries(auth, subscription.id);
-      const engine = t.db.openAnother();
-      const trx = await engine.knex.transaction();
-      try {
+      await inAnotherTransaction(async (trx) => {
         await trx('webhook_subscriptions').where({ id: subscription.id }).first('id').forUpdate();
         const deletion = t.http.delete(`${HOOKS}/${subscription.id}`).set('Authorization', auth).then((r) => r);
         // until the delete waits for the subscription's row (the server retries a transaction
@@ -506,11 +519,7 @@ describeEachDatabase('webhook delivery', (t) => {
         await trx.commit();
         expect((await deletion).status).toBe(204);
         expect(await t.db.knex('webhook_deliveries').where({ subscription_id: subscription.id }).first()).toBeUndefined();
-      } finally {
-        // a failure above must not leave the delete waiting for this transaction
-        if (!trx.isCompleted()) await trx.rollback();
-        await engine.close();
-      }
+      });
     });
   });
 
@@ -521,9 +530,7 @@ describeEachDatabase('webhook delivery', (t) => {
     await whileEngineStopped(async () => {
       await checkin(auth, 'auth0|retry-race');
       const [delivery] = await deliveries(auth, subscription.id);
-      const engine = t.db.openAnother();
-      const trx = await engine.knex.transaction();
-      try {
+      await inAnotherTransaction(async (trx) => {
         await trx('webhook_subscriptions').where({ id: subscription.id }).first('id').forUpdate();
         const retry = t.http.post(`${HOOKS}/${subscription.id}/deliveries/${delivery.id}/retry`).set('Authorization', auth).then((r) => r);
         await untilBlockedBy(trx, 'the retry never waited for the subscription');
@@ -531,10 +538,7 @@ describeEachDatabase('webhook delivery', (t) => {
         await trx('webhook_deliveries').where({ id: delivery.id }).update({ last_response_status: 500 });
         await trx.commit();
         expect((await retry).status).toBe(202);
-      } finally {
-        if (!trx.isCompleted()) await trx.rollback();
-        await engine.close();
-      }
+      });
     });
   });
 
@@ -547,10 +551,8 @@ describeEachDatabase('webhook delivery', (t) => {
       const [delivery] = await deliveries(auth, subscription.id);
       const row = await t.db.knex('webhook_deliveries').where({ id: delivery.id }).first('org_id');
       await t.db.knex('webhook_delivery_attempts').insert({ org_id: row.org_id, subscription_id: subscription.id, delivery_id: delivery.id, attempt: 1, target_url: `${receiver.url}/purge-race`, started_at: new Date().toISOString(), duration_ms: 1, outcome: 'failed', response_status: 500, response_excerpt: null });
-      const other = t.db.openAnother();
       // a subscription's deletion, as deleteSubscription runs it, holding the delivery it deleted
-      const deletion = await other.knex.transaction();
-      try {
+      await inAnotherTransaction(async (deletion) => {
         await deletion('webhook_subscriptions').where({ id: subscription.id }).first('id').forUpdate();
         await deletion('webhook_deliveries').where({ subscription_id: subscription.id }).delete();
         // the purge of every delivery made before a minute from now reaches the same delivery and waits for it
@@ -563,10 +565,7 @@ describeEachDatabase('webhook delivery', (t) => {
         await deletion.commit();
         await purging;
         expect(await t.db.knex('webhook_delivery_attempts').where({ delivery_id: delivery.id }).first()).toBeUndefined();
-      } finally {
-        if (!deletion.isCompleted()) await deletion.rollback();
-        await other.close();
-      }
+      });
     });
   });
 

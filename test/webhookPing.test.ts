@@ -22,7 +22,8 @@ describeEachDatabase('pingIntegrationSubscription', (t) => {
     const res = await t.http.post(HOOKS).set('Authorization', auth).send({ targetUrl: receiver.url + path, eventTypes: ['site.created', 'issue.created'] }).expect(201);
     return { auth, subscription: res.body as { id: string; secret: string } };
   }
-  const ping = (auth: string, id: string) => t.http.post(`${HOOKS}/${id}/pings`).set('Authorization', auth);
+  /** Sends a ping through the suite's app, or through `http` (another app of this process). */
+  const ping = (auth: string, id: string, http = t.http) => http.post(`${HOOKS}/${id}/pings`).set('Authorization', auth);
 
   it('sends a signed webhook.ping the receiver verifies with standardwebhooks, and answers its answer', async () => {
     const { auth, subscription } = await setup('/ping-ok', 'org-ping-ok');
@@ -75,7 +76,7 @@ describeEachDatabase('pingIntegrationSubscription', (t) => {
     const other = await setup('/ping-neighbour', 'org-ping-neighbour');
     const patient = t.anotherApp({ WEBHOOK_TIMEOUT_SECONDS: '10' });
     receiver.answer((request) => (request.path === '/ping-crowd' ? { status: 200, delayMs: SLOW_MS } : { status: 204 }));
-    const crowd = Array.from({ length: MAX_PINGS_PER_ORGANIZATION }, () => patient.http.post(`${HOOKS}/${subscription.id}/pings`).set('Authorization', auth).then((r) => r));
+    const crowd = Array.from({ length: MAX_PINGS_PER_ORGANIZATION }, () => ping(auth, subscription.id, patient.http).then((r) => r));
     await receiver.waitFor(MAX_PINGS_PER_ORGANIZATION, { path: '/ping-crowd', timeoutMs: 5000 });
     const refused = await ping(auth, subscription.id).set('Idempotency-Key', 'over-the-share').expect(429);
     expect(refused.body).toEqual(anError('RATE_LIMITED'));
@@ -96,7 +97,7 @@ describeEachDatabase('pingIntegrationSubscription', (t) => {
     const patient = t.anotherApp({ WEBHOOK_TIMEOUT_SECONDS: '10' });
     receiver.answer((request) => (request.path === '/ping-full' ? { status: 200, delayMs: SLOW_MS } : { status: 204 }));
     const under = busy.flatMap(({ auth, subscription }) =>
-      Array.from({ length: MAX_PINGS_PER_ORGANIZATION }, () => patient.http.post(`${HOOKS}/${subscription.id}/pings`).set('Authorization', auth).then((r) => r)));
+      Array.from({ length: MAX_PINGS_PER_ORGANIZATION }, () => ping(auth, subscription.id, patient.http).then((r) => r)));
     await receiver.waitFor(MAX_PINGS_UNDER_WAY, { path: '/ping-full', timeoutMs: 5000 });
     const refused = await ping(late.auth, late.subscription.id).expect(503);
     expect(refused.body).toEqual(anError('SERVICE_UNAVAILABLE'));

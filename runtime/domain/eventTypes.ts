@@ -65,9 +65,9 @@ export type EventTypePattern = components['schemas']['EventTypePattern'];
 /** What a subscription's `eventTypes` lists: types and patterns. */
 export type EventTypeSelection = EventType | EventTypePattern;
 
-/** Is `value` an event type or a pattern of known resources (`*`, `<resource>.*`)? */
+/** Is `value` an event type or a pattern of known resources (`*`, `<resource>.*`): one of the selections some type's events match? */
 export function isEventTypeSelection(value: string): value is EventTypeSelection {
-  return isEventType(value) || value === '*' || (value.endsWith('.*') && EVENT_TYPES.some((type) => type.startsWith(value.slice(0, -1))));
+  return EVENT_TYPES.some((type) => selects(value as EventTypeSelection, type));
 }
 
 /** Does `selection` (a type or a pattern) take events of `type`? The same three values recording looks subscriptions up by. */

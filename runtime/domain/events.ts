@@ -8,7 +8,7 @@ import { committedReads } from '../storage/committedReads';
 import { ApiError, validationError } from '../errors';
 import { decodeFeedCursor, deleteEventsBefore, encodeFeedCursor, Event, type FeedPosition, findEvent, firstSeqAtOrAfter, highestEventSeq, listEvents } from '../storage/repositories/eventsRepository';
 import { deleteAttemptsBefore, deleteDeliveriesBefore, insertEventAndQueueDeliveries } from '../storage/repositories/webhookDeliveriesRepository';
-import { EVENT_TYPES, isEventType, isEventTypeSelection, typesSelected, type EventType, type EventTypeSelection } from './eventTypes';
+import { EVENT_TYPES, isEventTypeSelection, typesSelected, type EventType, type EventTypeSelection } from './eventTypes';
 import type { PurgeOptions } from '../periodic';
 
 export type { EventType } from './eventTypes';

@@ -1584,7 +1584,7 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         AssetCreate: {
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             name: string;
             siteId?: string;
             assetType?: string;
@@ -1595,7 +1595,7 @@ export interface components {
             attributes?: components["schemas"]["AssetAttributes"];
         };
         AssetUpdate: {
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             name?: string;
             siteId?: string | null;
             assetType?: string | null;
@@ -1786,15 +1786,15 @@ export interface components {
              */
             arrivalWindowEndAt?: string;
             coordinates?: components["schemas"]["Coordinates"];
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             checkInAddress?: string;
         };
         CheckinUpdate: {
             status?: components["schemas"]["CheckinStatus"];
             coordinates?: components["schemas"]["Coordinates"];
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             checkInAddress?: string;
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             checkOutAddress?: string;
         };
         /**
@@ -2558,7 +2558,7 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         IssueCreate: {
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             title: string;
             description?: string;
             /** @default open */
@@ -2573,7 +2573,7 @@ export interface components {
             dueAt?: string;
         };
         IssueUpdate: {
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             title?: string;
             description?: string | null;
             status?: components["schemas"]["IssueStatus"];
@@ -2625,7 +2625,7 @@ export interface components {
             entityId: components["schemas"]["LogEntityId"];
             /** @default comment */
             entryType?: components["schemas"]["LogEntryType"];
-            /** @description 1 to 10,000 characters, not only white space. Stored as sent. */
+            /** @description 1 to 10,000 characters, not only white space or invisible characters (such as U+200B zero width space). Stored as sent. */
             message: string;
             /** @default api */
             source?: components["schemas"]["LogSource"];
@@ -2762,7 +2762,7 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         SiteCreate: {
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             name: string;
             address?: string;
             latitude?: number;
@@ -2777,7 +2777,7 @@ export interface components {
         };
         /** @description A site's location is both coordinates or neither: a change names both, and sets both or clears both (one null and the other not answers 400 `VALIDATION_ERROR`). */
         SiteUpdate: {
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             name?: string;
             address?: string | null;
             latitude?: number | null;
@@ -2803,7 +2803,7 @@ export interface components {
         TemplateItemInput: {
             /** @description Lower-case letters, digits, `_` and `-`, 1 to 40 characters; unique within the template. */
             id: string;
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             label: string;
             type: components["schemas"]["TemplateItemType"];
             /** @default false */
@@ -2827,13 +2827,13 @@ export interface components {
             nextCursor: components["schemas"]["NextCursor"];
         };
         TemplateCreate: {
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             name: string;
             description?: string;
             items: components["schemas"]["TemplateItemInput"][];
         };
         TemplateUpdate: {
-            /** @description Not only white space. */
+            /** @description Not only white space or invisible characters (such as U+200B zero width space). */
             name?: string;
             description?: string | null;
             /** @description Replaces the whole list. */

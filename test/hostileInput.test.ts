@@ -21,10 +21,10 @@ describeEachDatabase('hostile input', (t) => {
     }
   });
 
-  it('a name, title, label or address of white space only is refused, naming the field', async () => {
+  it('a name, title, label or address of white space or invisible characters only is refused, naming the field', async () => {
     const site = (await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: 'Not blank' }).expect(201)).body;
     const checkin = (await t.http.post('/v1/checkins').set('Authorization', t.auth).send({ userId: 'auth0|blank', siteId: site.id }).expect(201)).body;
-    const blank = 'must not be blank: it has no character but white space';
+    const blank = 'must not be blank: it has no character but white space or invisible ones';
     const cases: [string, string, Record<string, unknown>, string][] = [
       ['post', '/v1/sites', { name: ' ' }, '/name'],
       ['patch', `/v1/sites/${site.id}`, { name: '\n\t' }, '/name'],
@@ -33,12 +33,21 @@ describeEachDatabase('hostile input', (t) => {
       ['post', '/v1/templates', { name: 'Fine', items: [{ id: 'a', label: '\u00a0', type: 'yes_no' }] }, '/items/0/label'],
       ['post', '/v1/issues', { title: '\r\n' }, '/title'],
       ['patch', `/v1/checkins/${checkin.id}`, { checkInAddress: ' ' }, '/checkInAddress'],
+      // invisible characters that JavaScript's \s does not count as space
+      ['post', '/v1/sites', { name: '\u200b' }, '/name'],
+      ['patch', `/v1/sites/${site.id}`, { name: '\u200b\u200c\u200d' }, '/name'],
+      ['post', '/v1/issues', { title: '\u2060 \u00ad' }, '/title'],
+      ['post', '/v1/assets', { name: '\u3164\u180e', siteId: site.id }, '/name'],
+      ['post', '/v1/templates', { name: '\u200e\u202e', items: [{ id: 'a', label: 'Fine', type: 'yes_no' }] }, '/name'],
     ];
     for (const [method, path, body, pointer] of cases) {
       const res = await (t.http as any)[method](path).set('Authorization', t.auth).send(body);
       expect([path, res.status, res.body]).toEqual([path, 400, anError('VALIDATION_ERROR', { details: [{ path: pointer, message: blank }] })]);
     }
     expect((await t.http.get(`/v1/sites/${site.id}`).set('Authorization', t.auth).expect(200)).body.name).toBe('Not blank');
+    // one visible character among them is a name, stored as sent
+    const named = await t.http.post('/v1/sites').set('Authorization', t.auth).send({ name: '\u200bA\u200b' }).expect(201);
+    expect(named.body.name).toBe('\u200bA\u200b');
   });
 
   it('a limit in decimal digits is taken, in the list operations', async () => {

@@ -29,7 +29,7 @@ describeEachDatabase('logs', (t) => {
       const empty = await t.http.post('/v1/logs').set('Authorization', t.auth).send({ ...comment, message: '' }).expect(400);
       expect(empty.body.details).toContainEqual({ path: '/message', message: 'must NOT have fewer than 1 characters' });
       const blank = await t.http.post('/v1/logs').set('Authorization', t.auth).send({ ...comment, message: ' \n\t ' }).expect(400);
-      expect(blank.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/message', message: 'must not be blank: it has no character but white space' }] }));
+      expect(blank.body).toEqual(anError('VALIDATION_ERROR', { details: [{ path: '/message', message: 'must not be blank: it has no character but white space or invisible ones' }] }));
     });
 
     it('rejects missing fields, an unknown entryType, a malformed entityType or source, and unknown fields', async () => {

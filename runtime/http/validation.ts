@@ -5,6 +5,15 @@ import { ApiError, ErrorDetail } from '../errors';
 export const MAX_ERROR_DETAILS = 20;
 
 /**
+ * The contract's pattern for a name, title, label, address or message that must not be blank: one
+ * character that is neither white space nor invisible (soft hyphen, zero-width space, joiners,
+ * direction marks and embeddings, word joiner, Hangul filler, byte order mark). JavaScript's `\s`
+ * alone lets a name of zero-width spaces through. Written with `\u` escapes, it means the same
+ * with and without a regular expression's `u` flag, so an SDK's client-side check agrees.
+ */
+const NOT_BLANK_PATTERN = '[^\\s\\u00AD\\u180E\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u2064\\u3164\\uFEFF]';
+
+/**
  * Validates `data` with a generated validator (which may coerce query strings and fill in
  * defaults in place) and returns it, or throws 400 VALIDATION_ERROR whose details point into
  * the request: `/readings/3/value` for the body, `/query/limit`, `/path/id`.
@@ -124,11 +133,11 @@ function toDetails(errors: ErrorObject[], prefix: string, rule?: string): ErrorD
       message = `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     } else if (e.keyword === 'format' && (e.params as { format: string }).format === 'date-time') {
       message = 'must be an RFC 3339 date-time with a time zone offset, e.g. 2026-11-22T04:19:50.123Z, of a year from 0000 to 9999 in UTC';
-    } else if (e.keyword === 'pattern' && (e.params as { pattern: string }).pattern === '\\S') {
+    } else if (e.keyword === 'pattern' && (e.params as { pattern: string }).pattern === NOT_BLANK_PATTERN) {
       // the contract's way of saying "not blank" (a name, a title, a message); an empty value
       // already has its minLength error
       if (out.some((d) => d.path === path)) continue;
-      message = 'must not be blank: it has no character but white space';
+      message = 'must not be blank: it has no character but white space or invisible ones';
     }
     const key = `${path} ${message}`;
     if (seen.has(key)) continue;

@@ -81,6 +81,8 @@ describeEachDatabase('pingIntegrationSubscription', (t) => {
     const refused = await ping(auth, subscription.id).set('Idempotency-Key', 'over-the-share').expect(429);
     expect(refused.body).toEqual(anError('RATE_LIMITED'));
     expect(refused.headers['retry-after']).toBe('1');
+    // a bound on waits, not a budget: the key's budgets are shown as they stand, none exhausted
+    expect(refused.headers.ratelimit).toMatch(/^"[a-z-]+";r=[1-9]\d*;t=\d+(, "[a-z-]+";r=[1-9]\d*;t=\d+)*$/);
     // the slow receiver of one organization does not keep another's ping out
     expect((await ping(other.auth, other.subscription.id).expect(200)).body).toMatchObject({ succeeded: true, responseStatus: 204 });
     expect((await Promise.all(crowd)).map((a) => [a.status, a.body.succeeded])).toEqual(Array(MAX_PINGS_PER_ORGANIZATION).fill([200, true]));

@@ -2,8 +2,11 @@ import type { Knex } from 'knex';
 import { describeEachDatabase } from './support/testApp';
 import { authenticate } from '../runtime/auth/apiKeys';
 import { createLog } from '../runtime/domain/logs';
-import { createSite, updateSite } from '../runtime/domain/sites';
-import { createUser } from '../runtime/domain/users';
+import { createSite, deleteSite, updateSite } from '../runtime/domain/sites';
+import { createUser, updateUser } from '../runtime/domain/users';
+import { createTemplate, deleteTemplate, updateTemplate } from '../runtime/domain/templates';
+import { createAsset } from '../runtime/domain/assets';
+import * as assetsRepository from '../runtime/storage/repositories/assetsRepository';
 import { createCheckin } from '../runtime/domain/checkins';
 import { runWrite } from '../runtime/idempotency/writes';
 import { fingerprint } from '../runtime/idempotency/request';
@@ -437,6 +440,195 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
       expect(results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : String(r.reason)))).toEqual([200, 200]);
       expect(await deadlocks()).toBe(before);
       expect(await t.db.knex('sites').where({ id: site.id }).first('name', 'address')).toEqual({ name: 'by y', address: 'by x' });
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+describeEachDatabase('Postgres: writes that race on the rows they read', (t) => {
+  const itOnPostgres = t.kind === 'postgres' ? it : it.skip;
+  let orgId: string;
+
+  beforeAll(async () => {
+    ({ orgId } = await authenticate(t.db.knex, t.auth));
+  });
+
+  /** Runs `work` as one write request of the organization through `db` (a handle of this process, or of another). */
+  const write = (db: Knex, requestId: string, work: (trx: Knex) => Promise<unknown>) =>
+    runWrite(db, settings, { orgId, requestId }, async (trx) => ({ status: 200, body: await work(trx) }));
+  /** A write's answer: its status, or the code of the error it threw. */
+  const outcome = (r: PromiseSettledResult<{ reply: Reply }>) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as ApiError).code ?? String(r.reason));
+  const eventsOf = async (resourceId: string) => (await t.db.knex('events').where({ resource_id: resourceId }).orderBy('seq').select('type')).map((e) => e.type);
+
+  /** A write on `db` that takes the organization's write lock, then waits for the test before it goes on and commits. */
+  async function holdingTheLock(db: Knex, requestId: string, then: (trx: Knex) => Promise<unknown>) {
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => { openGate = resolve; });
+    const done = write(db, requestId, async (trx) => {
+      await createLog(trx, orgId, { entityType: 'checkin', entityId: requestId, entryType: 'comment', message: 'holds the lock', source: 'api' });
+      await gate;
+      return then(trx);
+    });
+    for (let i = 0; i < 200 && !(await someoneHolds(t.db.knex, 'events')); i++) await new Promise((resolve) => setTimeout(resolve, 25));
+    return { done, openGate };
+  }
+
+  /** A promise (`fired`) that settles once `fire` is called. */
+  function aSignal(): { fired: Promise<void>; fire: () => void } {
+    let fire!: () => void;
+    const fired = new Promise<void>((resolve) => { fire = resolve; });
+    return { fired, fire };
+  }
+
+  /** Until a write of another handle waits for the organization's write lock. */
+  async function untilWaiting(): Promise<void> {
+    for (let i = 0; i < 200 && !(await someoneWaits(t.db.knex)); i++) await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(await someoneWaits(t.db.knex)).toBe(true);
+  }
+
+  itOnPostgres('an update and a delete of one template in one turn: never an update answered or recorded after the delete', async () => {
+    // The two share a batch. The delete changed the row without reading it locked, so the batch
+    // could not tell the two apart; the update then wrote the deleted template, answered 200 and
+    // recorded template.updated after template.deleted (storage/pgGroupCommit.ts, rowLockedBy)
+    for (const order of ['update first', 'delete first']) {
+      const template = (await write(t.db.knex, 'req_tpl', (trx) => createTemplate(trx, orgId, { name: `Raced ${order}`, items: [{ id: 'a', label: 'A', type: 'yes_no', required: true }] }))).reply.body as { id: string };
+      const update = () => write(t.db.knex, 'req_tpl_update', (trx) => updateTemplate(trx, orgId, template.id, { name: 'Renamed' }));
+      const remove = () => write(t.db.knex, 'req_tpl_delete', (trx) => deleteTemplate(trx, orgId, template.id));
+      const [updated, deleted] = order === 'update first'
+        ? await Promise.allSettled([update(), remove()])
+        : (await Promise.allSettled([remove(), update()])).reverse();
+      expect(outcome(deleted)).toBe(200);
+      const events = await eventsOf(template.id);
+      // whichever ran first, the feed ends with the delete, and an update answered 200 is recorded before it
+      expect(events[events.length - 1]).toBe('template.deleted');
+      expect(events).toEqual(outcome(updated) === 200 ? ['template.created', 'template.updated', 'template.deleted'] : ['template.created', 'template.deleted']);
+      expect(outcome(updated) === 200 || outcome(updated) === 'NOT_FOUND').toBe(true);
+    }
+  });
+
+  itOnPostgres('creates naming one site in one turn share their batch', async () => {
+    // a create locks the site it names shared (it must stay live until the create commits): many
+    // creates on one site go together, where exclusive locks would run them again one by one
+    const site = (await write(t.db.knex, 'req_shared_site', (trx) => createSite(trx, orgId, { name: 'Shared by creates', geofenceRadiusMeters: 150 }))).reply.body as { id: string };
+    const runs = { create: 0 };
+    const create = (i: number) => write(t.db.knex, `req_shared_asset${i}`, (trx) => {
+      runs.create++;
+      return createAsset(trx, orgId, { name: `On the site ${i}`, siteId: site.id, status: 'active', attributes: {} });
+    });
+    const together = await Promise.allSettled([create(0), create(1), create(2)]);
+    expect(together.map(outcome)).toEqual([200, 200, 200]);
+    expect(runs.create).toBe(3); // no batch rolled back and ran again
+    const ids = together.map((r) => ((r as PromiseFulfilledResult<{ reply: Reply }>).value.reply.body as { id: string }).id);
+    expect(new Set((await t.db.knex('assets').whereIn('id', ids).select(t.db.knex.raw('xmin::text as xmin'))).map((r) => r.xmin)).size).toBe(1);
+  });
+
+  itOnPostgres("a create and a delete of the site it names, in one turn: the delete's event never comes before the create's", async () => {
+    // the delete runs between the create's check of the site and its insert; it deleted the row
+    // without reading it locked, so the batch could not tell the two apart, and the feed read
+    // site.deleted, then asset.created naming the site (storage/pgGroupCommit.ts, rowLockedBy)
+    const site = (await write(t.db.knex, 'req_between_site', (trx) => createSite(trx, orgId, { name: 'Deleted between', geofenceRadiusMeters: 150 }))).reply.body as { id: string };
+    const read = aSignal();
+    const deleted = aSignal();
+    // the create's insert waits, after its check of the site, until the delete has run
+    const insert = assetsRepository.insertAsset;
+    const spy = jest.spyOn(assetsRepository, 'insertAsset').mockImplementation(async (...args) => {
+      read.fire();
+      await deleted.fired;
+      return insert(...args);
+    });
+    try {
+      const results = await Promise.allSettled([
+        write(t.db.knex, 'req_between_create', (trx) => createAsset(trx, orgId, { name: 'Between', siteId: site.id, status: 'active', attributes: {} })),
+        write(t.db.knex, 'req_between_delete', async (trx) => {
+          await read.fired;
+          try {
+            return await deleteSite(trx, orgId, site.id);
+          } finally {
+            deleted.fire();
+          }
+        }),
+      ]);
+      // either order is a serial one: the create first (201, then the delete), or the delete
+      // first (the create refused: its site is gone); never the create recorded after the delete
+      const [created, removed] = results.map(outcome);
+      expect(removed).toBe(200);
+      expect(await eventsOf(site.id)).toEqual(['site.created', 'site.deleted']);
+      const assetEvents = (await t.db.knex('events').where({ type: 'asset.created' }).orderBy('seq').select('seq', 'data')).filter((e) => JSON.parse(e.data).siteId === site.id);
+      const gone = await t.db.knex('events').where({ resource_id: site.id, type: 'site.deleted' }).first('seq');
+      if (created === 200) {
+        expect(assetEvents).toHaveLength(1);
+        expect(Number(assetEvents[0].seq)).toBeLessThan(Number(gone.seq));
+      } else {
+        expect([created, assetEvents]).toEqual(['VALIDATION_ERROR', []]);
+      }
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  itOnPostgres('a create naming a site that another process deletes meanwhile: refused, never recorded after the delete', async () => {
+    // The create read the site before it waited for the organization's write lock; the delete
+    // committed meanwhile, and the asset was created naming it, after site.deleted in the feed
+    const site = (await write(t.db.knex, 'req_ref_site', (trx) => createSite(trx, orgId, { name: 'Deleted meanwhile', geofenceRadiusMeters: 150 }))).reply.body as { id: string };
+    const second = t.db.openAnother();
+    try {
+      const x = await holdingTheLock(t.db.knex, 'req_ref_delete', (trx) => deleteSite(trx, orgId, site.id));
+      const y = write(second.knex, 'req_ref_create', (trx) => createAsset(trx, orgId, { name: 'Names the site', siteId: site.id, status: 'active', attributes: {} }));
+      await untilWaiting();
+      x.openGate();
+      const [deleted, created] = await Promise.allSettled([x.done, y]);
+      expect([outcome(deleted), outcome(created)]).toEqual([200, 'VALIDATION_ERROR']);
+      const assets = (await t.db.knex('events').where({ type: 'asset.created' }).select('data')).map((e) => JSON.parse(e.data));
+      expect(assets.filter((a) => a.siteId === site.id)).toEqual([]);
+    } finally {
+      await second.close();
+    }
+  });
+
+  itOnPostgres('an activation committed after the profile was created, by another process, refreshes it', async () => {
+    // The check-in read the profile before it waited for the organization's write lock, found
+    // none, and left the profile that committed meanwhile without its last location
+    const userId = 'auth0|created-meanwhile';
+    const second = t.db.openAnother();
+    try {
+      const x = await holdingTheLock(t.db.knex, 'req_profile_create', (trx) => createUser(trx, orgId, { userId }));
+      const y = write(second.knex, 'req_profile_visit', (trx) => createCheckin(trx, orgId, { userId, siteId: 'site_meanwhile', status: 'active', coordinates: { latitude: 53.8, longitude: -1.55 } }));
+      await untilWaiting();
+      x.openGate();
+      const [created, visited] = await Promise.allSettled([x.done, y]);
+      expect([outcome(created), outcome(visited)]).toEqual([200, 200]);
+      const checkin = (visited as PromiseFulfilledResult<{ reply: Reply }>).value.reply.body as { id: string };
+      expect(await t.db.knex('users').where({ org_id: orgId, user_id: userId }).first('last_location_checkin_id')).toEqual({ last_location_checkin_id: checkin.id });
+    } finally {
+      await second.close();
+    }
+  });
+
+  itOnPostgres("a check-in's time is taken after the writes before it: its refresh never moves the last location or updatedAt back", async () => {
+    // The check-in took its time before it waited for the organization's write lock. A PATCH of
+    // the profile that committed meanwhile set a later location, and the check-in's refresh then
+    // replaced it with its earlier one, moving the profile's updatedAt back
+    const userId = 'auth0|moved-meanwhile';
+    const profile = (await write(t.db.knex, 'req_moved_user', (trx) => createUser(trx, orgId, { userId }))).reply.body as { id: string };
+    const second = t.db.openAnother();
+    try {
+      const x = await holdingTheLock(t.db.knex, 'req_moved_patch', (trx) => updateUser(trx, orgId, profile.id, {
+        lastLocationLat: 51.5, lastLocationLng: -0.12, lastLocationSource: 'manual', lastLocationCapturedAt: new Date().toISOString(),
+      }));
+      const y = write(second.knex, 'req_moved_visit', (trx) => createCheckin(trx, orgId, { userId, siteId: 'site_moved', status: 'active', coordinates: { latitude: 53.8, longitude: -1.55 } }));
+      await untilWaiting();
+      await new Promise((resolve) => setTimeout(resolve, 20)); // the PATCH's time is later than the check-in's start
+      x.openGate();
+      const [patched, visited] = await Promise.allSettled([x.done, y]);
+      expect([outcome(patched), outcome(visited)]).toEqual([200, 200]);
+      const checkin = (visited as PromiseFulfilledResult<{ reply: Reply }>).value.reply.body as { id: string };
+      // the check-in came last, so its location is the last one
+      expect(await t.db.knex('users').where({ id: profile.id }).first('last_location_checkin_id')).toEqual({ last_location_checkin_id: checkin.id });
+      const times = (await t.db.knex('events').where({ resource_id: profile.id, type: 'user.updated' }).orderBy('seq').select('data'))
+        .map((e) => JSON.parse(e.data) as { updatedAt: string; lastLocationCapturedAt: string });
+      expect(times).toHaveLength(2);
+      expect(times[1].updatedAt > times[0].updatedAt && times[1].lastLocationCapturedAt > times[0].lastLocationCapturedAt).toBe(true);
     } finally {
       await second.close();
     }

@@ -31,6 +31,8 @@ export async function updateAsset(trx: Knex, orgId: string, id: string, changes:
  * Idempotency-Key finds nothing and answers 404 (with the key, the runtime replays the 204).
  */
 export async function deleteAsset(trx: Knex, orgId: string, id: string): Promise<void> {
-  if (!(await assets.deleteAsset(trx, orgId, id))) throw notFound('asset', id);
+  // read with a lock first, as an update does: a write of the same asset in the same Postgres
+  // group commit is then told apart (storage/pgGroupCommit.ts, rowLockedBy)
+  if (!(await assets.findAssetForUpdate(trx, orgId, id)) || !(await assets.deleteAsset(trx, orgId, id))) throw notFound('asset', id);
   await recordEvent(trx, orgId, { type: 'asset.deleted', data: tombstone(id) });
 }

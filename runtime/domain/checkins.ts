@@ -5,7 +5,7 @@ import { normalizeTimestamp, nowIso } from '../time';
 import { geofenceVerdict, GeofenceVerdict, NO_VERDICT, PreviousLocation } from './geofence';
 import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfUnchanged } from '../storage/repositories/checkinsRepository';
 import { findSite } from '../storage/repositories/sitesRepository';
-import { findUserByUserId, LastLocationSource, User } from '../storage/repositories/usersRepository';
+import { findUserForUpdate, LastLocationSource, User } from '../storage/repositories/usersRepository';
 import { recordUserChange, refreshLastLocation, UserChange } from './users';
 import { changesAnything, recordEvent, recordUpdate } from './events';
 
@@ -29,16 +29,17 @@ export function canMove(from: CheckinStatus, to: CheckinStatus): boolean {
 }
 
 export async function createCheckin(db: Knex, orgId: string, input: CheckinCreate): Promise<Checkin> {
-  const now = nowIso();
   const startAt = input.arrivalWindowStartAt === undefined ? null : normalizeTimestamp(input.arrivalWindowStartAt);
   const endAt = input.arrivalWindowEndAt === undefined ? null : normalizeTimestamp(input.arrivalWindowEndAt);
   if (startAt !== null && endAt !== null && endAt < startAt) {
     throw invalidField('/arrivalWindowEndAt', 'must not be before arrivalWindowStartAt');
   }
   const status = input.status ?? 'pre_checkin';
-  const checkedInAt = status === 'active' ? now : null;
   const coordinates = input.coordinates ? withAccuracy(input.coordinates) : null;
-  const profile = await findUserByUserId(db, orgId, input.userId);
+  // read before the time is taken: see profileOf
+  const profile = status === 'active' || coordinates ? await profileOf(db, orgId, input.userId) : undefined;
+  const now = nowIso();
+  const checkedInAt = status === 'active' ? now : null;
 
   const checkin = await insertCheckin(db, orgId, {
     userId: input.userId,
@@ -89,9 +90,13 @@ async function tryUpdateCheckin(db: Knex, orgId: string, id: string, changes: Ch
   const status = changes.status ?? current.status;
   if (!canMove(current.status, status)) throw invalidTransition(`A check-in cannot move from ${current.status} to ${status}`);
 
+  const activating = current.status !== 'active' && status === 'active';
+  // a verdict describes a reported position: recomputed when one is reported, and at
+  // activation, when the arrival window starts to matter (the profile read before the time is
+  // taken: see profileOf)
+  const profile = activating || changes.coordinates ? await profileOf(db, orgId, current.userId) : undefined;
   // every write moves updatedAt on, also within the same millisecond, for the compare-and-set
   const now = laterThan(nowIso(), current.updatedAt);
-  const activating = current.status !== 'active' && status === 'active';
   const checkingOut = current.status !== 'checked_out' && status === 'checked_out';
   const coordinates = changes.coordinates ? withAccuracy(changes.coordinates) : current.coordinates;
   const next: Checkin = {
@@ -105,9 +110,6 @@ async function tryUpdateCheckin(db: Knex, orgId: string, id: string, changes: Ch
     updatedAt: now,
   };
 
-  // a verdict describes a reported position: recomputed when one is reported, and at
-  // activation, when the arrival window starts to matter
-  const profile = activating || changes.coordinates ? await findUserByUserId(db, orgId, current.userId) : undefined;
   if (coordinates && (activating || changes.coordinates)) Object.assign(next, await verdictFor(db, orgId, { ...next, coordinates }, profile, now));
 
   if (!changesAnything(current, next)) return current; // nothing to write, updatedAt included (events.ts, finishUpdate)
@@ -117,6 +119,19 @@ async function tryUpdateCheckin(db: Knex, orgId: string, id: string, changes: Ch
   await recordUpdate(db, orgId, type, current, next);
   await recordUserChange(db, orgId, userChange);
   return next;
+}
+
+/**
+ * The user's profile, read with a lock until the write commits, when a check-in is about to use
+ * its last location (the geofence's previous position) or refresh it. A read that locks waits for
+ * the organization's write lock first (storage/lentKnex.ts), so it sees the profile as the writes
+ * before this one left it — also one created by a request that committed a moment ago, which a
+ * read before the lock on Postgres missed, leaving its location unrefreshed. And the check-in's time is
+ * taken after it: the writes that committed before carry earlier times, so a refresh never moves
+ * the location, or the profile's updatedAt, back in time.
+ */
+async function profileOf(db: Knex, orgId: string, userId: string): Promise<User | undefined> {
+  return findUserForUpdate(db, orgId, { userId });
 }
 
 /** `now`, or a millisecond after `previous` when the clock has not passed it. */

@@ -1,20 +1,21 @@
 import { Knex } from 'knex';
 import { ErrorDetail, validationError } from '../errors';
-import { findAsset } from '../storage/repositories/assetsRepository';
-import { findRun } from '../storage/repositories/runsRepository';
-import { findSite } from '../storage/repositories/sitesRepository';
-import { findTemplate } from '../storage/repositories/templatesRepository';
+import { findAssetForReference } from '../storage/repositories/assetsRepository';
+import { findRunForReference } from '../storage/repositories/runsRepository';
+import { findSiteForReference } from '../storage/repositories/sitesRepository';
+import { findTemplateForReference } from '../storage/repositories/templatesRepository';
 
 /**
  * The resources of this API that a request body may name, each with the read that finds a live
- * one of the organization (another organization's id and a deleted resource find nothing). A
- * schedule is named only through a run's `occurrenceId`, which runs.ts checks itself.
+ * one of the organization (another organization's id and a deleted resource find nothing) and
+ * locks it until the write commits. A schedule is named only through a run's `occurrenceId`,
+ * which runs.ts checks itself, with the same kind of read.
  */
 const kinds = {
-  site: { noun: 'a site', find: findSite },
-  asset: { noun: 'an asset', find: findAsset },
-  run: { noun: 'a run', find: findRun },
-  template: { noun: 'a template', find: findTemplate },
+  site: { noun: 'a site', find: findSiteForReference },
+  asset: { noun: 'an asset', find: findAssetForReference },
+  run: { noun: 'a run', find: findRunForReference },
+  template: { noun: 'a template', find: findTemplateForReference },
 } satisfies Record<string, { noun: string; find: (db: Knex, orgId: string, id: string) => Promise<unknown> }>;
 
 export type ReferenceKind = keyof typeof kinds;
@@ -38,8 +39,13 @@ export interface Reference {
  * A reference is checked when it is written, not kept true afterwards (there is no foreign key):
  * deleting a site or asset leaves the issues, runs, assets and schedules that name it as they are.
  * So an update that re-sends the value already stored is not refused for it (a client may send
- * back a whole resource whose site has since been deleted), and a delete racing this check ends
- * in the same state as a delete just after the write, which the rule allows.
+ * back a whole resource whose site has since been deleted).
+ *
+ * The read locks what it finds, and so waits for the organization's write lock first
+ * (storage/lentKnex.ts): a delete racing the write is either committed before the read, which then
+ * finds nothing (400), or comes after the write, in the feed as in the database. Read without a
+ * lock, on Postgres it ran before that lock, and a delete committing in between came before the
+ * write in the feed (`site.deleted`, then `asset.created` naming the site).
  */
 export async function checkReferences(db: Knex, orgId: string, references: Reference[]): Promise<void> {
   const details: ErrorDetail[] = [];

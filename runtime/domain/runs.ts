@@ -10,7 +10,7 @@ import { changesAnything, recordEvent, recordUpdate } from './events';
 import { UniqueViolation } from '../storage/databaseErrors';
 import * as runs from '../storage/repositories/runsRepository';
 import type { Run } from '../storage/repositories/runsRepository';
-import { findSchedule } from '../storage/repositories/schedulesRepository';
+import { findScheduleForReference } from '../storage/repositories/schedulesRepository';
 
 type RunCreate = components['schemas']['RunCreate'];
 type RunUpdate = components['schemas']['RunUpdate'];
@@ -30,7 +30,7 @@ export async function createRun(trx: Knex, orgId: string, body: RunCreate): Prom
   const template = await referencedTemplate(trx, orgId, body.templateId);
   if (body.occurrenceId !== undefined) {
     const scheduleId = scheduleIdOfOccurrence(body.occurrenceId);
-    const schedule = scheduleId === undefined ? undefined : await findSchedule(trx, orgId, scheduleId);
+    const schedule = scheduleId === undefined ? undefined : await findScheduleForReference(trx, orgId, scheduleId);
     if (!schedule || !isOccurrenceOf(schedule, body.occurrenceId)) throw invalidField('/occurrenceId', 'does not name an occurrence of any schedule of this organization');
     if (schedule.templateId !== body.templateId) throw invalidField('/templateId', `must be the occurrence's template ${schedule.templateId}`);
     if (schedule.siteId !== body.siteId) throw invalidField('/siteId', `must be the occurrence's site ${schedule.siteId}`);

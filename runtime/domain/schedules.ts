@@ -63,6 +63,8 @@ export async function updateSchedule(trx: Knex, orgId: string, id: string, input
 }
 
 export async function deleteSchedule(trx: Knex, orgId: string, id: string): Promise<void> {
-  if (!(await schedules.deleteSchedule(trx, orgId, id))) throw notFound('schedule', id);
+  // read with a lock first, as an update does: a write of the same schedule in the same Postgres
+  // group commit is then told apart (storage/pgGroupCommit.ts, rowLockedBy)
+  if (!(await schedules.findScheduleForUpdate(trx, orgId, id)) || !(await schedules.deleteSchedule(trx, orgId, id))) throw notFound('schedule', id);
   await recordEvent(trx, orgId, { type: 'schedule.deleted', data: tombstone(id) });
 }

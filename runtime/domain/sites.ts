@@ -34,6 +34,8 @@ export async function updateSite(trx: Knex, orgId: string, id: string, input: Si
 }
 
 export async function deleteSite(trx: Knex, orgId: string, id: string): Promise<void> {
-  if (!(await sites.deleteSite(trx, orgId, id))) throw notFound('site', id);
+  // read with a lock first, as an update does: a write of the same site in the same Postgres
+  // group commit is then told apart (storage/pgGroupCommit.ts, rowLockedBy)
+  if (!(await sites.findSiteForUpdate(trx, orgId, id)) || !(await sites.deleteSite(trx, orgId, id))) throw notFound('site', id);
   await recordEvent(trx, orgId, { type: 'site.deleted', data: tombstone(id) });
 }

@@ -36,7 +36,7 @@ export async function updateTemplate(trx: Knex, orgId: string, id: string, chang
     items: items ?? before.items,
     updatedAt: nowIso(),
   };
-  await templates.updateTemplate(trx, orgId, next);
+  if (!(await templates.updateTemplate(trx, orgId, next))) throw notFound('template', id);
   await templates.insertTemplateVersion(trx, orgId, next);
   // every change makes a version, so `version` is always among the changed fields
   await recordUpdate(trx, orgId, 'template.updated', before, next);
@@ -45,7 +45,9 @@ export async function updateTemplate(trx: Knex, orgId: string, id: string, chang
 
 /** Soft delete: runs of the template keep reading their version's items. */
 export async function deleteTemplate(trx: Knex, orgId: string, id: string): Promise<void> {
-  if (!(await templates.deleteTemplate(trx, orgId, id))) throw notFound('template', id);
+  // read with a lock first, as an update does: a write of the same template in the same Postgres
+  // group commit is then told apart (storage/pgGroupCommit.ts, rowLockedBy)
+  if (!(await templates.findTemplateForUpdate(trx, orgId, id)) || !(await templates.deleteTemplate(trx, orgId, id))) throw notFound('template', id);
   await recordEvent(trx, orgId, { type: 'template.deleted', data: tombstone(id) });
 }
 
@@ -54,7 +56,7 @@ export async function deleteTemplate(trx: Knex, orgId: string, id: string): Prom
  * addressed resource (the operation's path exists), hence 400 naming the field, not 404.
  */
 export async function referencedTemplate(db: Knex, orgId: string, templateId: string, pointer = '/templateId'): Promise<Template> {
-  const template = await templates.findTemplate(db, orgId, templateId);
+  const template = await templates.findTemplateForReference(db, orgId, templateId);
   if (!template) throw invalidField(pointer, `does not name a template of this organization (got ${templateId})`);
   return template;
 }

@@ -68,12 +68,17 @@ export interface LentKnex {
   beforeWaiting(hook: () => void): void;
   /**
    * Sets what runs after a read that locked rows (`… for update`, `for share`) answered: the
-   * first table it reads and the `id`s of the rows it locked (storage/pgGroupCommit.ts). A hook
-   * that throws fails the read with its error.
+   * first table it reads, the `id`s of the rows it locked, and whether the lock is exclusive
+   * (`for update`, `for no key update`: the rows are about to change) or shared (`for share`,
+   * `for key share`: they must not change meanwhile) (storage/pgGroupCommit.ts). A hook that
+   * throws fails the read with its error.
    */
-  onLockedRows(hook: (table: string, ids: readonly string[]) => void): void;
+  onLockedRows(hook: LockedRowsHook): void;
   end(): void;
 }
+
+/** What runs after a read that locked rows answered (LentKnex.onLockedRows). */
+export type LockedRowsHook = (table: string, ids: readonly string[], exclusive: boolean) => void;
 
 /** Carried by every lending client, so that a nested begin is recognised. */
 const LENDING = Symbol('lends a write transaction');
@@ -116,8 +121,8 @@ class Loan {
   changes = 0;
   /** Runs before a statement that may change something or wait for a lock (storage/pgGroupCommit.ts). */
   beforeWaiting?: () => void;
-  /** Runs after a read that locked rows, with their table and ids (storage/pgGroupCommit.ts). */
-  onLockedRows?: (table: string, ids: readonly string[]) => void;
+  /** Runs after a read that locked rows, with their table, ids and the lock's kind (storage/pgGroupCommit.ts). */
+  onLockedRows?: LockedRowsHook;
   constructor(public conn: Connection | undefined) {}
 }
 
@@ -212,7 +217,7 @@ function fullKnex(base: Knex.Client & { valueForUndefined: unknown; version?: st
           // rows are told apart by their `id` (every table a write locks has one); a read that
           // selects no id has nothing to tell them by
           const rows = (answered as { response?: { rows?: { id?: unknown }[] } }).response?.rows ?? [];
-          loan.onLockedRows(lockedTable(queryParam), rows.flatMap((row) => (row.id === undefined || row.id === null ? [] : [String(row.id)])));
+          loan.onLockedRows(lockedTable(queryParam), rows.flatMap((row) => (row.id === undefined || row.id === null ? [] : [String(row.id)])), locksExclusively(queryParam));
         }
         return answered;
       }
@@ -247,6 +252,11 @@ function sqlOf(queryParam: unknown): string | undefined {
 function locksRows(queryParam: unknown): boolean {
   const sql = sqlOf(queryParam);
   return sql !== undefined && /^\s*select\b/i.test(sql) && /\bfor\s+(no\s+key\s+)?(update|share|key\s+share)\b/i.test(sql);
+}
+
+/** Whether a locking read takes the rows' exclusive lock (`for update`, `for no key update`) rather than a shared one. */
+function locksExclusively(queryParam: unknown): boolean {
+  return /\bfor\s+(no\s+key\s+)?update\b/i.test(sqlOf(queryParam) ?? '');
 }
 
 /** The first table a locking read names (`from "sites"`, `from "runs" left join …`, `from "schema"."sites"`). */

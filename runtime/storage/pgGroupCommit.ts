@@ -55,8 +55,8 @@ class PgBatch {
   closed = false;
   /** A member that changed something was rolled back: the batch must roll back. */
   failed = false;
-  /** The rows a member read locked (`table:id`), by member: see rowLockedBy. */
-  readonly lockedRows = new Map<string, object>();
+  /** The rows members read locked (`table:id`): the member holding it exclusively, or those sharing it. See rowLockedBy. */
+  readonly lockedRows = new Map<string, { exclusive?: object; shared: Set<object> }>();
   private orgLocked = false;
   private settling = false;
   /** Resolves once the batch ended; rejects when the outcome of its COMMIT is unknown. */
@@ -329,31 +329,38 @@ export async function joinBatchOf(db: Knex): Promise<WriteTransaction | undefine
   const lent = lendTo(real, conn);
   lent.beforeWaiting(() => batch.lockOrganization(conn));
   const member = new BatchMember(batch, lent, conn, scope.alone);
-  lent.onLockedRows((table, ids) => rowLockedBy(batch, member, table, ids));
+  lent.onLockedRows((table, ids, exclusive) => rowLockedBy(batch, member, table, ids, exclusive));
   scope.member = member;
   return member;
 }
 
 /**
- * A member read rows locking them (an update reads the resource's state before the change:
- * `findSiteForUpdate` and the like). Row locks are a transaction's, and the members of a batch
- * share one, so a second member reading a row the first one locked would not wait for the first
- * to finish: it would read the state between the first one's statements, and build its change,
- * its answer and its event on it — two PATCHes of one site each answering and recording the
- * other's change. So the second member's read fails, and the batch rolls back: every one of its
- * requests runs again alone, one after the other behind the organization's write lock, as for any
- * batch that rolled back (inBatchOrAlone). Two requests changing one row in the same turn are
- * rare; a rolled-back batch costs them a second run, never a wrong answer.
+ * A member read rows locking them: exclusively when it is about to change or delete them (an
+ * update or a delete reads the resource's state first: `findSiteForUpdate` and the like), shared
+ * when it only needs them to stay as they are until it commits (a create checks that the site it
+ * names is live: `findSiteForReference`). Row locks are a transaction's, and the members of a
+ * batch share one, so a second member reading a row the first one locked would not wait for the
+ * first to finish: it would read the state between the first one's statements, and build its
+ * change, its answer and its event on it — two PATCHes of one site each answering and recording
+ * the other's change, or a PATCH answering 200 on a template another member had just deleted. So
+ * when one of the two locks is exclusive, the second member's read fails, and the batch rolls
+ * back: every one of its requests runs again alone, one after the other behind the organization's
+ * write lock, as for any batch that rolled back (inBatchOrAlone). Shared locks of several members
+ * (many assets created on one site in the same turn) go together. Two requests changing one row in
+ * the same turn are rare; a rolled-back batch costs them a second run, never a wrong answer.
  */
-function rowLockedBy(batch: PgBatch, member: object, table: string, ids: readonly string[]): void {
+function rowLockedBy(batch: PgBatch, member: object, table: string, ids: readonly string[], exclusive: boolean): void {
   for (const id of ids) {
     const row = `${table}:${id}`;
-    const holder = batch.lockedRows.get(row);
-    if (holder !== undefined && holder !== member) {
+    const held = batch.lockedRows.get(row) ?? { shared: new Set<object>() };
+    const others = (held.exclusive !== undefined && held.exclusive !== member) || (exclusive && [...held.shared].some((m) => m !== member));
+    if (others) {
       batch.failed = true;
       throw new BatchRowConflict(row);
     }
-    batch.lockedRows.set(row, member);
+    if (exclusive) held.exclusive = member;
+    else held.shared.add(member);
+    batch.lockedRows.set(row, held);
   }
 }
 

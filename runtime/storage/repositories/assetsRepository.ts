@@ -74,6 +74,17 @@ export async function findAsset(db: Knex, orgId: string, id: string): Promise<As
   return row && toAsset(row);
 }
 
+/**
+ * Reads a live asset that a write names, and locks it (Postgres' `for key share`) until the
+ * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
+ * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
+ * comes after this write (domain/references.ts).
+ */
+export async function findAssetForReference(db: Knex, orgId: string, id: string): Promise<Asset | undefined> {
+  const row = await liveAssets(db, orgId).where({ id }).first().forKeyShare();
+  return row && toAsset(row);
+}
+
 /** Reads and locks an asset (Postgres) until the caller's transaction ends: the state an update starts from. */
 export async function findAssetForUpdate(db: Knex, orgId: string, id: string): Promise<Asset | undefined> {
   const row = await liveAssets(db, orgId).where({ id }).first().forUpdate();

@@ -122,6 +122,17 @@ export async function listRuns(db: Knex, orgId: string, filters: RunFilters, pag
   return fetchPage(query, ['runs.seq'], page, toRun);
 }
 
+/**
+ * Reads a live run that a write names, and locks it (Postgres' `for key share`) until the
+ * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
+ * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
+ * comes after this write (domain/references.ts).
+ */
+export async function findRunForReference(db: Knex, orgId: string, id: string): Promise<Run | undefined> {
+  const row = await runsWithItems(db, orgId).where('runs.id', id).first().forKeyShare('runs');
+  return row && toRun(row);
+}
+
 /** The run locked for a read-modify-write (on Postgres; Knex drops the clause on SQLite, which serializes writers anyway). */
 export async function findRunForUpdate(db: Knex, orgId: string, id: string): Promise<Run | undefined> {
   const row = await runsWithItems(db, orgId).where('runs.id', id).first().forUpdate('runs');

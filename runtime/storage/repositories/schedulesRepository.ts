@@ -77,6 +77,17 @@ export async function findSchedule(db: Knex, orgId: string, id: string): Promise
   return row && toSchedule(row);
 }
 
+/**
+ * Reads a live schedule that a write names, and locks it (Postgres' `for key share`) until the
+ * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
+ * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
+ * comes after this write (domain/references.ts).
+ */
+export async function findScheduleForReference(db: Knex, orgId: string, id: string): Promise<Schedule | undefined> {
+  const row = await db<ScheduleRow>('schedules').where({ org_id: orgId, id }).first().forKeyShare();
+  return row && toSchedule(row);
+}
+
 /** Reads and locks a schedule (Postgres) until the caller's transaction ends: the state an update starts from. */
 export async function findScheduleForUpdate(db: Knex, orgId: string, id: string): Promise<Schedule | undefined> {
   const row = await db<ScheduleRow>('schedules').where({ org_id: orgId, id }).first().forUpdate();

@@ -65,6 +65,17 @@ export async function findSite(db: Knex, orgId: string, id: string): Promise<Sit
   return row && toSite(row);
 }
 
+/**
+ * Reads a live site that a write names, and locks it (Postgres' `for key share`) until the
+ * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
+ * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
+ * comes after this write (domain/references.ts).
+ */
+export async function findSiteForReference(db: Knex, orgId: string, id: string): Promise<Site | undefined> {
+  const row = await db<SiteRow>('sites').where({ org_id: orgId, id }).first().forKeyShare();
+  return row && toSite(row);
+}
+
 /** Reads and locks a site (Postgres) until the caller's transaction ends: the state an update starts from. */
 export async function findSiteForUpdate(db: Knex, orgId: string, id: string): Promise<Site | undefined> {
   const row = await db<SiteRow>('sites').where({ org_id: orgId, id }).first().forUpdate();

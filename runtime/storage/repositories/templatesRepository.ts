@@ -84,6 +84,17 @@ export async function listTemplates(db: Knex, orgId: string, page: PageRequest):
 }
 
 /**
+ * Reads a live template that a write names, and locks it (Postgres' `for key share`) until the
+ * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
+ * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
+ * comes after this write (domain/references.ts).
+ */
+export async function findTemplateForReference(db: Knex, orgId: string, id: string): Promise<Template | undefined> {
+  const row = await live(db, orgId).where({ id }).first().forKeyShare();
+  return row && toTemplate(row);
+}
+
+/**
  * The template locked for a read-modify-write: two concurrent updates then make two versions
  * rather than one lost update (Knex drops FOR UPDATE on SQLite, which serializes writers anyway).
  */
@@ -92,15 +103,16 @@ export async function findTemplateForUpdate(db: Knex, orgId: string, id: string)
   return row && toTemplate(row);
 }
 
-/** Writes a template's new version; the caller has read and locked it (findTemplateForUpdate). */
-export async function updateTemplate(db: Knex, orgId: string, next: Template): Promise<void> {
-  await db('templates').where({ org_id: orgId, id: next.id }).update({
+/** Writes a template's new version; the caller has read and locked it (findTemplateForUpdate). False when it is deleted. */
+export async function updateTemplate(db: Knex, orgId: string, next: Template): Promise<boolean> {
+  const changed = await live(db, orgId).where({ id: next.id }).update({
     name: next.name,
     description: next.description,
     version: next.version,
     items: JSON.stringify(next.items),
     updated_at: next.updatedAt,
   });
+  return changed > 0;
 }
 
 /** Soft delete: the version snapshots stay, because runs of the template still read them. */

@@ -84,7 +84,7 @@ for (const kind of testDatabases) {
       expect(await db.knex('sites').where({ name: 'Never finished' }).first()).toBeUndefined();
     });
 
-    it('WEB_CONCURRENCY=2: two workers on one port, the bootstrap key printed once, a killed worker replaced, the shared backlog counted once, SIGTERM stops them all with 0', async () => {
+    it('WEB_CONCURRENCY=2: two workers on one port, the bootstrap key printed once, a killed worker replaced (also all at once), the shared backlog counted once, SIGTERM stops them all with 0', async () => {
       const fresh = await kind.create();
       try {
         // no delivery engine: the deliveries below stay pending for the backlog gauge
@@ -129,12 +129,17 @@ for (const kind of testDatabases) {
         // of the last scrape (all 23 sites were made before it), stay in them
         expect(await (await fetch(`${server.baseUrl}/metrics`, { headers: { Connection: 'close' } })).text()).toMatch(/^http_requests_total\{operation="createSite",status="201"\} 33$/m);
 
+        // every worker dying at once: the primary stays and starts two more (it once exited 0 with nothing listening)
+        for (const pid of [...listeningPids(server)].filter((p) => p !== victim)) process.kill(pid, 'SIGKILL');
+        await waitFor(() => listeningPids(server).size === 5, 20_000);
+        expect((await call('POST', '/v1/sites', { name: 'after all died' })).status).toBe(201);
+
         process.kill(server.pid, 'SIGTERM');
         expect(await exited).toEqual({ code: 0, signal: null });
       } finally {
         await fresh.destroy();
       }
-    }, 90_000); // a primary, two workers and a replacement: four processes to start
+    }, 120_000); // a primary, two workers and three replacements: six processes to start
   });
 }
 

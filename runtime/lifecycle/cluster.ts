@@ -44,8 +44,10 @@ export function runPrimary(options: {
       process.exit(code || 1);
     }
     logger.error({ workerPid: worker.process.pid, code, signal }, 'worker exited; starting another');
-    // a worker that cannot start at all would otherwise be replaced in a tight loop
-    setTimeout(() => { if (!shuttingDown) cluster.fork(); }, 1000).unref();
+    // a worker that cannot start at all would otherwise be replaced in a tight loop. The timer
+    // keeps the primary alive: when every worker died at once, nothing else would, and the primary
+    // would exit 0 with nothing listening (a process manager takes 0 for a clean stop)
+    setTimeout(() => { if (!shuttingDown) cluster.fork(); }, 1000);
   });
 
   const onSignal = (signal: NodeJS.Signals) => {

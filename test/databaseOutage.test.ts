@@ -74,6 +74,12 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     expect(ready.status).toBe(503);
     expect(ready.headers.get('retry-after')).toBe('5');
     expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200); // alive: nothing to restart
+    // the metrics still answer, with the 503s, and the backlog that could not be counted as NaN
+    const metrics = await fetch(`${server.baseUrl}/metrics`, { signal: AbortSignal.timeout(4000) });
+    const text = await metrics.text();
+    expect(metrics.status).toBe(200);
+    expect(text).toMatch(/^webhook_deliveries_pending Nan$/m);
+    expect(text).toMatch(/^http_requests_total\{operation="listSites",status="503"\} 1$/m);
 
     proxy.restore();
     // recovers by itself: the pool reconnects on the next requests
@@ -208,6 +214,10 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
         expect({ status: res.status, retryAfter: res.headers.get('retry-after'), code: ((await res.json()) as { code: string }).code }).toEqual({ status: 503, retryAfter: '5', code: 'SERVICE_UNAVAILABLE' });
         expect(Date.now() - startedAt).toBeLessThan(5000);
       }
+      const startedAt = Date.now();
+      const metrics = await send('GET', '/metrics');
+      expect([metrics.status, Date.now() - startedAt < 5000]).toEqual([200, true]);
+      expect(await metrics.text()).toMatch(/^webhook_deliveries_pending Nan$/m);
       await frozen.restore();
       let status = 0;
       for (let i = 0; i < 50 && status !== 201; i++) {

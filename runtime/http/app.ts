@@ -63,7 +63,7 @@ export function createApp(config: Config, options: AppOptions): App {
   };
   const rateLimits = createRateLimits({ config: config.rateLimit, db: options.db, redisUrl: config.redisUrl, keyPrefix: config.rateLimit.keyPrefix, logger });
   observeDatabasePool(options.db);
-  observeWebhookBacklog((cap) => countUndelivered(options.db, cap));
+  observeWebhookBacklog((cap) => countUndelivered(options.db, cap), (err) => logger.warn({ err }, 'metrics: the webhook backlog could not be counted; webhook_deliveries_pending reads NaN'));
 
   const api = new OpenAPIBackend({
     definition: structuredClone(contractDocument) as never, // openapi-backend dereferences in place

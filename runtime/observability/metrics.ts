@@ -77,21 +77,42 @@ export const metrics = {
 /** Where the count of webhook_deliveries_pending stops: a scrape never reads more of the backlog than this. */
 export const WEBHOOK_BACKLOG_COUNT_CAP = 10_000;
 
+/** How long a scrape waits for the backlog's count before it answers without it (the primary of a cluster waits 5 s for each worker). */
+export const WEBHOOK_BACKLOG_COUNT_WAIT_MS = 2000;
+
 /**
  * Webhook deliveries not yet delivered nor given up, counted in the database when /metrics is
  * scraped, up to WEBHOOK_BACKLOG_COUNT_CAP (a scrape's cost stays the same however large the
  * backlog grows; the cap means "at least that many", past any sensible alert threshold): the
  * backlog every process shares, so a cluster reports the largest count, not the sum.
+ *
+ * When the database does not answer (within WEBHOOK_BACKLOG_COUNT_WAIT_MS), the gauge reads NaN
+ * (not known) and the scrape answers all the same: an outage is when the other metrics — the
+ * 503s, the pool's waiting requests — matter most, and a failing count once failed the whole
+ * scrape. `onFailure` hears why (the server logs it).
  */
-export function observeWebhookBacklog(count: (cap: number) => Promise<number>): void {
+export function observeWebhookBacklog(count: (cap: number) => Promise<number>, onFailure: (err: unknown) => void = () => undefined): void {
   registry.removeSingleMetric('webhook_deliveries_pending');
   new Gauge({
     name: 'webhook_deliveries_pending',
-    help: `Webhook deliveries waiting for their first attempt or a retry (all organizations), counted up to ${WEBHOOK_BACKLOG_COUNT_CAP}`,
+    help: `Webhook deliveries waiting for their first attempt or a retry (all organizations), counted up to ${WEBHOOK_BACKLOG_COUNT_CAP}; NaN when the database did not answer`,
     aggregator: 'max',
     registers: [registry],
     async collect() {
-      this.set(await count(WEBHOOK_BACKLOG_COUNT_CAP));
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the backlog's count took longer than ${WEBHOOK_BACKLOG_COUNT_WAIT_MS} ms`)), WEBHOOK_BACKLOG_COUNT_WAIT_MS);
+      });
+      const counting = count(WEBHOOK_BACKLOG_COUNT_CAP);
+      counting.catch(() => undefined); // a count that fails after the wait is not an unhandled rejection
+      try {
+        this.set(await Promise.race([counting, late]));
+      } catch (err) {
+        this.set(NaN);
+        onFailure(err);
+      } finally {
+        clearTimeout(timer);
+      }
     },
   });
 }

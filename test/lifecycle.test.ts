@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import fs from 'node:fs';
 import { testDatabases, TestDatabase } from './support/databases';
 import { startServerProcess, ServerProcess } from './support/serverProcess';
@@ -61,6 +62,38 @@ for (const kind of testDatabases) {
       const row = await db.knex('sites').where({ id: created.id }).first();
       expect(row).toMatchObject({ name: 'Written during shutdown' });
       expect(server.output()).not.toMatch(/shutdown timeout/);
+    });
+
+    it('SIGTERM: a request that comes on a kept-alive connection after the signal is answered with Connection: close, so busy keep-alive clients cannot hold the drain open', async () => {
+      // A load balancer's keep-alive pool keeps its connections busy: each answer kept its
+      // connection, a new request came on it at once, and the drain ended at the timeout by
+      // cutting them (exit 1). Here a request is in flight when the signal comes, and the next one
+      // goes out on the same connection the moment its answer arrives
+      const { secret, server, exited } = await startWithKey(20);
+      const socket = net.connect(Number(new URL(server.baseUrl).port), '127.0.0.1');
+      let received = '';
+      let followed = false;
+      const body = JSON.stringify({ name: 'In flight at the signal' });
+      socket.on('data', (chunk) => {
+        received += chunk;
+        if (!followed && received.includes('"In flight at the signal"')) {
+          followed = true;
+          socket.write(`GET /v1/sites?limit=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${secret}\r\n\r\n`);
+        }
+      });
+      socket.write(`POST /v1/sites HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${secret}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 10)}`);
+      await new Promise((r) => setTimeout(r, 300));
+      process.kill(server.pid, 'SIGTERM');
+      await waitUntilRefused(server.baseUrl);
+      socket.write(body.slice(10));
+      await new Promise<void>((resolve) => socket.on('close', () => resolve()));
+      // each answer's status line and its Connection header (the bodies are JSON: no status line in them)
+      const heads = [...received.matchAll(/HTTP\/1\.1 ([^\r]*)\r\n([\s\S]*?)\r\n\r\n/g)];
+      expect(heads.map(([, status, fields]) => [`HTTP/1.1 ${status}`, /^connection: (.*)$/im.exec(fields)?.[1]])).toEqual([
+        ['HTTP/1.1 201 Created', 'keep-alive'], // it came before the signal
+        ['HTTP/1.1 200 OK', 'close'],
+      ]);
+      expect(await exited).toEqual({ code: 0, signal: null });
     });
 
     it('SIGTERM with a request that outlasts SHUTDOWN_TIMEOUT_SECONDS: the request is cut, nothing of it is stored, exit 1', async () => {

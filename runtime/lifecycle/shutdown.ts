@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 
 /** Work a process runs beside its requests (timers, workers); stopped on shutdown before the database closes. */
@@ -57,6 +57,10 @@ async function drain(options: ShutdownOptions, signal: string): Promise<void> {
   }, (options.timeoutSeconds + HARD_STOP_GRACE_SECONDS) * 1000);
   hardStop.unref();
 
+  // every answer from now on closes its connection (`Connection: close`): a client that keeps its
+  // connections busy (a load balancer's keep-alive pool) would otherwise send new requests on them
+  // until the timeout, and the drain would end by cutting them
+  server.prependListener('request', closeAfterAnswer);
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   // close() stops accepting and drops idle keep-alive connections; a connection whose request
   // was in flight becomes idle when its answer is sent, and is dropped on the next pass
@@ -71,6 +75,10 @@ async function drain(options: ShutdownOptions, signal: string): Promise<void> {
   clearTimeout(hardStop);
   logger.info({ timedOut }, 'stopped');
   exit(timedOut ? 1 : 0);
+}
+
+function closeAfterAnswer(_req: IncomingMessage, res: ServerResponse): void {
+  res.setHeader('Connection', 'close');
 }
 
 /** How long after SHUTDOWN_TIMEOUT_SECONDS a shutdown that could not finish gives up and exits 1. */

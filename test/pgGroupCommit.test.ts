@@ -412,6 +412,28 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     }
   });
 
+  itOnPostgres('a batch with a statement Postgres gave up on after waiting (statement_timeout) is not run again: each member answers that error at once', async () => {
+    // run again, each write waited as long again, one after the other: a 503 after twice
+    // DATABASE_QUERY_TIMEOUT_SECONDS, or a write that succeeded after its client had given up
+    const holder = await t.db.knex.transaction();
+    try {
+      await holder.raw('lock table sites in access exclusive mode');
+      const runs = { site: 0, log: 0 };
+      const site = runWrite(t.db.knex, settings, { orgId, requestId: 'req_waited_site' }, async (trx) => {
+        runs.site++;
+        await trx.raw("set local statement_timeout = '300ms'");
+        return { status: 201, body: await createSite(trx, orgId, { name: 'Behind a lock', geofenceRadiusMeters: 150 }) };
+      });
+      const log = runWrite(t.db.knex, settings, { orgId, requestId: 'req_waited_log' }, logWrite('waited-log', async () => { runs.log++; }).work);
+      const results = await Promise.allSettled([site, log]);
+      expect(results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as { code?: string }).code))).toEqual(['57014', '57014']);
+      expect(runs).toEqual({ site: 1, log: 1 });
+      expect(await t.db.knex('logs').where({ entity_id: 'waited-log' }).first()).toBeUndefined();
+    } finally {
+      await holder.rollback();
+    }
+  });
+
   itOnPostgres("a read that locks a row (an update's first step) also waits behind the organization's write lock: two processes updating one site never deadlock", async () => {
     // Y's first statement reads the site FOR UPDATE. Taken before the organization's write lock,
     // that row lock was held while Y waited for X's batch, and X's update of the same site then

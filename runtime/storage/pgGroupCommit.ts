@@ -29,6 +29,9 @@ import { LendingTransaction, lendTo, type LentKnex, type WriteTransaction } from
  *   alone, in a transaction of its own (inBatchOrAlone): none of their work was kept, so running it
  *   again is safe, and alone each gets exactly the answer it would have got without batching —
  *   the one that failed fails again, with its own error.
+ * - When a statement of the batch was given up on after waiting (statement_timeout, lock_timeout:
+ *   gaveUpWaiting), nothing runs again either: each member answers that error (a 503), where a run
+ *   again waited as long again.
  * - When the outcome is unknown (the connection was lost around the COMMIT), nothing runs again:
  *   every member gets the error, as a write whose COMMIT was lost always did.
  * - Each member is answered only after the batch's COMMIT: what a client is told is stored, is.
@@ -55,6 +58,8 @@ class PgBatch {
   closed = false;
   /** A member that changed something was rolled back: the batch must roll back. */
   failed = false;
+  /** A statement of the batch that Postgres gave up on after waiting (see gaveUpWaiting): its error, answered to every member. */
+  waitedOut: unknown;
   /** The rows members read locked (`table:id`): the member holding it exclusively, or those sharing it. See rowLockedBy. */
   readonly lockedRows = new Map<string, { exclusive?: object; shared: Set<object> }>();
   private orgLocked = false;
@@ -142,6 +147,7 @@ class PgBatch {
       this.end.resolve(outcome);
       return;
     }
+    if (failure !== undefined && gaveUpWaiting(failure)) this.waitedOut ??= failure;
     // Rolled back, failed, or a COMMIT that threw: a ROLLBACK that succeeds on the same
     // connection proves nothing was kept (the COMMIT, if it reached Postgres, rolled back)
     const rolledBack = (await rollBackAndRelease(this.pool, conn)) || outcome === 'rolled back';
@@ -405,6 +411,7 @@ async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promi
     const result = await attempt(handle);
     answer = () => result;
   } catch (err) {
+    if (scope.batch !== undefined && gaveUpWaiting(err)) scope.batch.waitedOut ??= err;
     answer = () => {
       throw err;
     };
@@ -412,5 +419,23 @@ async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promi
   // a member left open by a path that forgot it would hold the batch forever
   if (scope.member?.isOpen) await scope.member.rollback();
   const outcome = scope.batch === undefined ? undefined : await scope.batch.outcome.catch(() => undefined);
+  const waitedOut = scope.batch?.waitedOut;
+  if (outcome === 'rolled back' && waitedOut !== undefined) {
+    // not run again: it would wait as long again (twice DATABASE_QUERY_TIMEOUT_SECONDS before
+    // its 503), one member after another. Nothing of the batch was kept; each member answers
+    // the 503 of that wait, and its client retries with its Idempotency-Key
+    return { rolledBack: false, answer: () => { throw waitedOut; } };
+  }
   return { rolledBack: outcome === 'rolled back', answer };
+}
+
+/**
+ * A statement Postgres gave up on after waiting: `statement_timeout` (57014, the server sets it a
+ * little under DATABASE_QUERY_TIMEOUT_SECONDS: storage/database.ts) or `lock_timeout` (55P03).
+ * A deadlock (40P01) or a serialization failure (40001) is not one: run again, the write usually
+ * passes.
+ */
+function gaveUpWaiting(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '57014' || code === '55P03';
 }

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import proxyaddr from 'proxy-addr';
 
 /** Server configuration: environment variables only (docs/architecture.md, "Running and configuration"), validated at start. */
 export interface Config {
@@ -310,7 +311,12 @@ function trustProxy(env: NodeJS.ProcessEnv): boolean | number | string[] {
   if (/^\d+$/.test(value)) return Number(value);
   const list = value.split(',').map((v) => v.trim()).filter(Boolean);
   for (const entry of list) {
-    if (!/^(loopback|uniquelocal|linklocal|[0-9a-fA-F.:]+(\/\d{1,3})?)$/.test(entry)) {
+    // compiled as express compiles the setting (proxy-addr), so that what passes here is what
+    // express takes: an address that is not one (999.1.1.1) or a range past the address's bits
+    // (1.2.3.4/99) stopped the server only when express compiled it, after the migrations
+    try {
+      proxyaddr.compile(entry);
+    } catch {
       throw new ConfigError(`TRUST_PROXY contains ${JSON.stringify(entry)}: expected true, false, a number of hops, or addresses/CIDR ranges such as 10.0.0.0/8,loopback`);
     }
   }

@@ -41,6 +41,9 @@ describe('configuration', () => {
     ['RATE_LIMIT_STORE', 'disk', 'RATE_LIMIT_STORE="disk" is invalid: expected one of auto, memory, redis, postgres, off'],
     ['REDIS_URL', 'localhost:6379', 'REDIS_URL="localhost:6379" is invalid: expected redis://host:6379'],
     ['TRUST_PROXY', 'everyone', 'TRUST_PROXY contains "everyone"'],
+    // shaped like addresses, but not ones express can compile: it once stopped the server only after the migrations
+    ['TRUST_PROXY', '999.1.1.1', 'TRUST_PROXY contains "999.1.1.1"'],
+    ['TRUST_PROXY', '10.0.0.0/8,1.2.3.4/99', 'TRUST_PROXY contains "1.2.3.4/99"'],
     ['WEB_CONCURRENCY', '0', 'WEB_CONCURRENCY="0" is invalid: expected a whole number from 1 to 256'],
     ['NODE_ENV', 'production', 'DATABASE_URL is required when NODE_ENV=production (the default, a SQLite file in ./data, is for development)'],
     // a misspelling would turn the production rules off without a word

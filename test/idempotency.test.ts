@@ -221,13 +221,13 @@ describeEachDatabase('idempotency', (t) => {
       expect(busy.headers['retry-after']).toBeUndefined();
       const reused = await t.http.post('/v1/sites').set('Authorization', t.auth).set('Idempotency-Key', 'running-1').send({ name: 'Other' }).expect(409);
       expect(await siteCount(t)).toBe(count);
+      // while the first request runs, the key is busy whatever the body (that request may yet
+      // fail and leave the key free); the body is compared once the first request has finished
+      expect(reused.body).toEqual(anError('IDEMPOTENCY_IN_PROGRESS'));
       if (t.kind === 'sqlite') {
-        expect(reused.body).toEqual(anError('IDEMPOTENCY_KEY_REUSED'));
         expect(await keyRow(t, 'running-1')).toMatchObject({ state: 'in_progress', lock_token: (claim as Claimed).token });
       } else {
-        // Postgres commits nothing before the operation does: while it runs, the key is busy,
-        // whatever the body; the body is compared once the first request has finished
-        expect(reused.body).toEqual(anError('IDEMPOTENCY_IN_PROGRESS'));
+        // Postgres commits nothing before the operation does
         expect(await keyRow(t, 'running-1')).toBeUndefined();
       }
 

@@ -205,6 +205,19 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     }
   });
 
+  itOnPostgres('one Idempotency-Key sent twice in one turn with different bodies: the second answers IDEMPOTENCY_IN_PROGRESS, as from another process', async () => {
+    // the two share a batch, and so the key's lock: the second saw the first one's claim row
+    // and compared bodies at once (IDEMPOTENCY_KEY_REUSED), while the first could still fail
+    const send = (name: string) => runWrite(t.db.knex, settings, {
+      orgId, requestId: `req_same_key_${name}`, keyed: { apiKeyId: keyId, key: 'same-turn-other-body', fingerprint: fingerprint('POST', '/v1/sites', { name }) },
+    }, async (trx) => ({ status: 201, body: await createSite(trx, orgId, { name, geofenceRadiusMeters: 150 }) }));
+    const results = await Promise.allSettled([send('First body'), send('Second body')]);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as ApiError).code))).toEqual([201, 'IDEMPOTENCY_IN_PROGRESS']);
+    // once the first has finished, the other body is refused for good
+    const after = await send('Second body').then((r) => r.reply.status, (err: ApiError) => err.code);
+    expect(after).toBe('IDEMPOTENCY_KEY_REUSED');
+  });
+
   itOnPostgres('reads that lock different rows without selecting their id are no conflict: the writes share their batch, each run once', async () => {
     // rows are told apart by their id (storage/lentKnex.ts); a read selecting none registers nothing,
     // where every such row once counted as one and the same, and rolled the batch back for nothing

@@ -154,6 +154,10 @@ async function claimRow(
       if (taken) return { kind: 'claimed', apiKeyId, key, token };
       continue;
     }
+    // while the request holding the key runs, a duplicate learns only that, whatever its body:
+    // that request may yet fail and leave the key without an answer, free for another request.
+    // Its body is compared once that request has finished (docs/idempotency.md)
+    if (leaseLive) throw inProgress();
     if (row.fingerprint !== requestFingerprint) throw reused();
     if (row.state === 'completed') {
       return {
@@ -165,7 +169,6 @@ async function claimRow(
         },
       };
     }
-    if (leaseLive) throw inProgress();
     // the lease ran out: the process that held it stopped renewing it (it died); take the claim
     // over, unless it renewed meanwhile (the update is fenced on the lease seen)
     const taken = await claimStatement(db, (w) => takeOverStaleLease(w, apiKeyId, key, row!, token, isoIn(now, settings.leaseSeconds)));

@@ -116,7 +116,7 @@ export interface paths {
         };
         /**
          * List calendar occurrences
-         * @description Every schedule of the organization projected into concrete occurrences that overlap the window (`startAt < to` and `endAt > from`), ordered by `startAt` then `scheduleId`. The window is at most 366 days (else 400). An occurrence that would end after `9999-12-31T23:59:59.999Z` (the last instant a timestamp can name), or whose local start falls after the year 9999, is not listed, and no run can be started for it. Each occurrence has a stable id `occ_<schedule id without "sch_">_<UTC start as yyyymmddThhmmssZ>`, which a run names in `occurrenceId`; `runId` and `runStatus` show that run.
+         * @description Every schedule of the organization projected into concrete occurrences that overlap the window (`startAt < to` and `endAt > from`), ordered by `startAt` then `scheduleId`. The window is at most 366 days (else 400). An occurrence that would end after `9999-12-31T23:59:59.999Z` (the last instant a timestamp can name), or whose local start falls after the year 9999, is not listed, and no run can be started for it. Each occurrence has a stable id `occ_<schedule id without "sch_">_<UTC start as yyyymmddThhmmssZ>`, which a run names in `occurrenceId`; `runId` and `runStatus` show that run. The pages are computed from the schedules as they are at each request, in start order: an occurrence of a schedule created or changed during a walk appears only if it sorts after the page the walk has reached, so walk the window again to see every change.
          */
         get: operations["listCalendarOccurrences"];
         put?: never;

@@ -19,15 +19,41 @@ import { runPrimary } from './lifecycle/cluster';
 async function main(): Promise<void> {
   const config = configOrExit();
   const logger = pino({ level: config.logLevel });
+  process.on('SIGTERM', noteStop);
+  process.on('SIGINT', noteStop);
 
   if (cluster.isWorker) return serve(config, logger);
 
   const announce = await prepareDatabase(config);
+  stopIfSignalled(logger);
   if (config.webConcurrency > 1) {
+    handOverSignals();
     runPrimary({ workers: config.webConcurrency, logger, shutdownTimeoutSeconds: config.shutdownTimeoutSeconds, onFirstListening: announce });
     return;
   }
   return serve(config, logger, announce);
+}
+
+/**
+ * SIGTERM or SIGINT while the process starts (migrating, waiting for Redis): noted, and the
+ * process stops once the step under way has finished — a migration is never cut — with exit 0,
+ * as a stop of a running server does. Before, the signal's default action ended it (exit 143).
+ */
+let stopSignal: NodeJS.Signals | undefined;
+function noteStop(signal: NodeJS.Signals): void {
+  stopSignal ??= signal;
+}
+
+function stopIfSignalled(logger: Logger): void {
+  if (stopSignal === undefined) return;
+  logger.info({ signal: stopSignal }, 'stopped while starting: nothing was served');
+  process.exit(0);
+}
+
+/** From here on the server's own handlers (lifecycle/) take the signals. */
+function handOverSignals(): void {
+  process.off('SIGTERM', noteStop);
+  process.off('SIGINT', noteStop);
 }
 
 /**
@@ -91,6 +117,11 @@ async function serve(config: Config, logger: Logger, announce?: (port: number | 
   });
   const { app, ready, close } = createApp(config, { db: database.knex, logger });
   await ready();
+  if (stopSignal !== undefined) {
+    await close();
+    await database.close();
+    stopIfSignalled(logger);
+  }
 
   // Everything that runs beside the requests, stopped on shutdown before the database closes.
   // The webhook delivery engine finishes the attempts it has in flight (every process runs one
@@ -114,6 +145,7 @@ async function serve(config: Config, logger: Logger, announce?: (port: number | 
     process.exit(1);
   });
   exitGracefullyOnSignals({ server, logger, timeoutSeconds: config.shutdownTimeoutSeconds, background, closeDatabase: () => database.close() });
+  handOverSignals();
 }
 
 main().catch((err) => {

@@ -101,6 +101,21 @@ if (!postgres) console.info('Database outage test skipped: it needs Postgres (se
     expect(server.output()).not.toMatch(/"level":50/); // no 500 logged
   });
 
+  it('the metrics of a cluster answer during an outage too, the backlog as NaN (not 0: the workers send theirs as JSON, which has no NaN)', async () => {
+    const { proxy: cut, url: via } = await proxiedDatabase();
+    const clustered = await startServerProcess({ databaseUrl: via, env: { WEB_CONCURRENCY: '2', WEBHOOK_WORKER: 'off' } });
+    try {
+      expect(await (await fetch(`${clustered.baseUrl}/metrics`, { headers: { Connection: 'close' } })).text()).toMatch(/^webhook_deliveries_pending 0$/m);
+      cut.cut();
+      const metrics = await fetch(`${clustered.baseUrl}/metrics`, { headers: { Connection: 'close' }, signal: AbortSignal.timeout(8000) });
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toMatch(/^webhook_deliveries_pending Nan$/m);
+    } finally {
+      await clustered.stop();
+      await cut.close();
+    }
+  }, 60_000);
+
   it('a Postgres that accepts connections but never answers: 503 (not 500) within about 4 s, each new connection given up after 1 s, then recovery', async () => {
     proxy.blackhole();
     // Pooled connections the blackhole just dropped fail at once (503 too); read until a request

@@ -209,13 +209,25 @@ export function serveClusterMetrics(): void {
       }
       waiting.set(id, (workerId, reply) => {
         if (reply.error !== undefined) return finish(new Error(reply.error));
-        latest.set(workerId, reply.metrics ?? []);
+        latest.set(workerId, withNaN(reply.metrics ?? []));
         if (--pending === 0) finish();
       });
       for (const w of workers) w!.send({ type: 'fop:metrics-collect', id });
       if (pending === 0) finish();
     });
   }
+}
+
+/**
+ * A worker's metrics as it measured them: they come as JSON, in which NaN (a gauge that could not
+ * be read, such as webhook_deliveries_pending during a database outage) arrives as null, and the
+ * sums would read it as 0. Back as NaN, it stays NaN in any sum or largest value.
+ */
+function withNaN(metrics: MetricsJson): MetricsJson {
+  return metrics.map((metric) => ({
+    ...metric,
+    values: (metric.values as { value: number | null }[]).map((v) => (v.value === null ? { ...v, value: NaN } : v)),
+  })) as MetricsJson;
 }
 
 function combine(registries: MetricsJson[]) {

@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   if (cluster.isWorker) return serve(config, logger);
 
   const announce = await prepareDatabase(config);
-  stopIfSignalled(logger);
+  stopIfSignalled(logger, announce);
   if (config.webConcurrency > 1) {
     handOverSignals();
     runPrimary({ workers: config.webConcurrency, logger, shutdownTimeoutSeconds: config.shutdownTimeoutSeconds, onFirstListening: announce });
@@ -38,14 +38,22 @@ async function main(): Promise<void> {
  * SIGTERM or SIGINT while the process starts (migrating, waiting for Redis): noted, and the
  * process stops once the step under way has finished — a migration is never cut — with exit 0,
  * as a stop of a running server does. Before, the signal's default action ended it (exit 143).
+ * A second signal stops it at once, exit 1: a step that does not finish (a migration waiting for
+ * a lock another session holds) must not leave SIGKILL as the only way out.
  */
 let stopSignal: NodeJS.Signals | undefined;
 function noteStop(signal: NodeJS.Signals): void {
-  stopSignal ??= signal;
+  if (stopSignal !== undefined) {
+    console.error(`${signal} again while starting: stopping now, without waiting for the step under way`);
+    process.exit(1);
+  }
+  stopSignal = signal;
 }
 
-function stopIfSignalled(logger: Logger): void {
+/** `announce`: what the start has to show even when it serves nothing (the first key it created: the next start creates none). */
+function stopIfSignalled(logger: Logger, announce?: (port: number | undefined) => void): void {
   if (stopSignal === undefined) return;
+  announce?.(undefined);
   logger.info({ signal: stopSignal }, 'stopped while starting: nothing was served');
   process.exit(0);
 }
@@ -120,7 +128,7 @@ async function serve(config: Config, logger: Logger, announce?: (port: number | 
   if (stopSignal !== undefined) {
     await close();
     await database.close();
-    stopIfSignalled(logger);
+    stopIfSignalled(logger, announce);
   }
 
   // Everything that runs beside the requests, stopped on shutdown before the database closes.

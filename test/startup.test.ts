@@ -181,28 +181,45 @@ describePostgres('npm start on a Postgres database that does not exist', () => {
 });
 
 describe('a stop signal while the server starts', () => {
-  it('SIGTERM while it waits for Redis: it stops once that step is done, with exit 0, never listening', async () => {
-    // the signal's default action ended it with 143 before its handlers were installed
+  const dirs: string[] = [];
+  afterAll(() => dirs.forEach((dir) => fs.rmSync(dir, { recursive: true, force: true })));
+
+  /** A first start on a new database that found Redis unreachable: it waits up to 3 s for it before it listens. */
+  async function startWaitingForRedis() {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fieldops-stop-starting-'));
-    try {
-      const child = spawn(process.execPath, ['--require', require.resolve('tsx/cjs'), 'runtime/main.ts'], {
-        cwd: ROOT,
-        env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', DATABASE_URL: `sqlite:${path.join(dir, 'db.sqlite')}`, REDIS_URL: 'redis://127.0.0.1:1/0' },
-      });
-      let output = '';
-      child.stdout.on('data', (chunk) => { output += chunk; });
-      child.stderr.on('data', (chunk) => { output += chunk; });
-      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-      // the start waits up to 3 s for Redis once it found it unreachable: the signal comes meanwhile
-      for (let i = 0; i < 200 && !output.includes('Redis unavailable'); i++) await new Promise((r) => setTimeout(r, 50));
-      expect(output).toContain('Redis unavailable');
-      child.kill('SIGTERM');
-      expect(await exited).toEqual({ code: 0, signal: null });
-      expect(output).toContain('stopped while starting: nothing was served');
-      expect(output).not.toMatch(/"msg":"listening"/);
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    dirs.push(dir);
+    const child = spawn(process.execPath, ['--require', require.resolve('tsx/cjs'), 'runtime/main.ts'], {
+      cwd: ROOT,
+      env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', DATABASE_URL: `sqlite:${path.join(dir, 'db.sqlite')}`, REDIS_URL: 'redis://127.0.0.1:1/0' },
+    });
+    let output = '';
+    child.stdout.on('data', (chunk) => { output += chunk; });
+    child.stderr.on('data', (chunk) => { output += chunk; });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    for (let i = 0; i < 200 && !output.includes('Redis unavailable'); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(output).toContain('Redis unavailable');
+    return { child, exited, output: () => output };
+  }
+
+  it('SIGTERM while it waits for Redis: it stops once that step is done, with exit 0, never listening, the first key shown', async () => {
+    // the signal's default action ended it with 143 before its handlers were installed
+    const { child, exited, output } = await startWaitingForRedis();
+    child.kill('SIGTERM');
+    expect(await exited).toEqual({ code: 0, signal: null });
+    expect(output()).toContain('stopped while starting: nothing was served');
+    expect(output()).not.toMatch(/"msg":"listening"|Try it/);
+    // the first key was created: shown all the same, since the next start creates none
+    expect(output()).toMatch(/It is shown only this once:\n\n  fop_\S+\n/);
+  });
+
+  it('a second signal while it starts stops it at once, with exit 1', async () => {
+    const { child, exited, output } = await startWaitingForRedis();
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 100));
+    child.kill('SIGINT');
+    expect(await exited).toEqual({ code: 1, signal: null });
+    expect(output()).toContain('SIGINT again while starting: stopping now');
+    expect(output()).not.toContain('stopped while starting');
   });
 });
 

@@ -104,6 +104,19 @@ class PgBatch {
     sendWithoutWaiting(conn, { name: 'fop_org_writes_lock', text: ORG_WRITES_LOCK_SQL, values: [this.orgId] });
   }
 
+  /**
+   * A member that leaves having changed nothing (a refusal after its checks): the rows it read
+   * locked are no longer its own in rowLockedBy — it wrote none of them, so a later member may
+   * lock them without rolling the batch back.
+   */
+  forget(member: object): void {
+    for (const [row, held] of this.lockedRows) {
+      held.shared.delete(member);
+      if (held.exclusive === member) held.exclusive = undefined;
+      if (held.exclusive === undefined && held.shared.size === 0) this.lockedRows.delete(row);
+    }
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -294,6 +307,7 @@ class BatchMember extends LendingTransaction {
     this.open = false;
     // a member that changed nothing leaves without undoing the others' work
     if (this.lent.changes() > 0) this.batch.failed = true;
+    else this.batch.forget(this);
     this.lent.end();
     this.batch.memberDone();
   }

@@ -39,6 +39,8 @@ describeEachDatabase('hostile input', (t) => {
       ['post', '/v1/issues', { title: '\u2060 \u00ad' }, '/title'],
       ['post', '/v1/assets', { name: '\u3164\u180e', siteId: site.id }, '/name'],
       ['post', '/v1/templates', { name: '\u200e\u202e', items: [{ id: 'a', label: 'Fine', type: 'yes_no' }] }, '/name'],
+      ['post', '/v1/sites', { name: '\u2066\u2069\u061c' }, '/name'],
+      ['post', '/v1/sites', { name: '\u2800\ufe0f\u034f\uffa0\u115f' }, '/name'],
     ];
     for (const [method, path, body, pointer] of cases) {
       const res = await (t.http as any)[method](path).set('Authorization', t.auth).send(body);

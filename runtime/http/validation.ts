@@ -6,12 +6,16 @@ export const MAX_ERROR_DETAILS = 20;
 
 /**
  * The contract's pattern for a name, title, label, address or message that must not be blank: one
- * character that is neither white space nor invisible (soft hyphen, zero-width space, joiners,
- * direction marks and embeddings, word joiner, Hangul filler, byte order mark). JavaScript's `\s`
- * alone lets a name of zero-width spaces through. Written with `\u` escapes, it means the same
- * with and without a regular expression's `u` flag, so an SDK's client-side check agrees.
+ * character that is neither white space nor invisible — soft hyphen, combining grapheme joiner,
+ * Arabic letter mark, the Hangul and Khmer fillers, Mongolian free variation selectors and vowel
+ * separator, zero-width space and joiners, direction marks, embeddings and isolates, word joiner
+ * and the invisible operators, braille blank, variation selectors, byte order mark. JavaScript's
+ * `\s` alone lets a name of zero-width spaces through. Written with `\u` escapes, it means the
+ * same with and without a regular expression's `u` flag, so an SDK's client-side check in
+ * JavaScript agrees. Characters outside the Basic Multilingual Plane (the tag characters) cannot
+ * be named in such a class, and pass.
  */
-const NOT_BLANK_PATTERN = '[^\\s\\u00AD\\u180E\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u2064\\u3164\\uFEFF]';
+const NOT_BLANK_PATTERN = '[^\\s\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u206F\\u2800\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0]';
 
 /**
  * Validates `data` with a generated validator (which may coerce query strings and fill in

@@ -357,7 +357,7 @@ export async function joinBatchOf(db: Knex): Promise<WriteTransaction | undefine
 /**
  * A member read rows locking them: exclusively when it is about to change or delete them (an
  * update or a delete reads the resource's state first: `findSiteForUpdate` and the like), shared
- * when it only needs them to stay as they are until it commits (a create checks that the site it
+ * when it only needs them to stay as they are until it commits (a create or an update checks that the site it
  * names is live: `findSiteForReference`). Row locks are a transaction's, and the members of a
  * batch share one, so a second member reading a row the first one locked would not wait for the
  * first to finish: it would read the state between the first one's statements, and build its

@@ -140,9 +140,21 @@ export function createRateLimits(options: RateLimitsOptions): RateLimits {
     }));
   }
 
+  // The Postgres store's failures reach no log by themselves (the library answers from the
+  // insurance without a word): the insurance says when it answers, at most every 30 s, and the
+  // table is created again, for an operator who dropped it (it is disposable) while servers ran,
+  // which left them counting per process until a restart
+  let tableWarnedAt = 0;
+  const tableFailed = (): void => {
+    if (Date.now() - tableWarnedAt < 30_000) return;
+    tableWarnedAt = Date.now();
+    logger.warn(`rate-limit table ${COUNTERS_TABLE} did not answer: rate limits are counted per process until it does (creating it again if it is gone)`);
+    void createCountersTable(db).catch(() => undefined);
+  };
+
   const limiter = (name: Policy['name'], points: number): RateLimiterAbstract => {
     const common = { keyPrefix: `${options.keyPrefix}:${name}`, points, duration: WINDOW_SECONDS };
-    const insurance = new RateLimiterMemory(common);
+    const insurance = store === 'postgres' ? new TellingInsurance(common, tableFailed) : new RateLimiterMemory(common);
     if (store === 'memory') return insurance;
     if (store === 'redis') {
       // a key over its budget is refused from process memory until the window ends: an
@@ -282,4 +294,19 @@ export function clientAddress(req: Request): string {
   if (address.kind() === 'ipv4') return address.toString();
   const parts = (address as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16));
   return `${parts.join(':')}::/64`;
+}
+
+/**
+ * The memory insurance of the Postgres store, which tells `failed` each time it answers a count:
+ * the library asks it only when the store failed.
+ */
+class TellingInsurance extends RateLimiterMemory {
+  constructor(options: ConstructorParameters<typeof RateLimiterMemory>[0], private readonly failed: () => void) {
+    super(options);
+  }
+
+  consume(...args: Parameters<RateLimiterMemory['consume']>): ReturnType<RateLimiterMemory['consume']> {
+    this.failed();
+    return super.consume(...args);
+  }
 }

@@ -174,7 +174,7 @@ function previousLocation(profile: User | undefined): PreviousLocation | null {
 
 async function refreshProfile(db: Knex, orgId: string, profile: User | undefined, checkin: Checkin, source: LastLocationSource, now: string): Promise<UserChange | undefined> {
   if (!profile) return undefined;
-  return refreshLastLocation(db, orgId, checkin.userId, {
+  return refreshLastLocation(db, orgId, profile, {
     siteId: checkin.siteId,
     checkinId: checkin.id,
     latitude: checkin.coordinates?.latitude ?? null,

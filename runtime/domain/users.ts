@@ -65,14 +65,13 @@ export interface UserChange {
 }
 
 /**
- * Replaces the last location of `userId`'s profile from a check-in; nothing (undefined) when
- * there is no profile. The check-in records the change (`recordUserChange`) after its own
- * event, so that a consumer sees the check-in before the location it moved.
+ * Replaces the last location of a profile from a check-in. `before` is the profile as the caller
+ * read it with its lock in this transaction (usersRepository.findUserForUpdate). The check-in
+ * records the change (`recordUserChange`) after its own event, so that a consumer sees the
+ * check-in before the location it moved.
  */
-export async function refreshLastLocation(trx: Knex, orgId: string, userId: string, location: CheckinLocation): Promise<UserChange | undefined> {
-  const before = await users.findUserForUpdate(trx, orgId, { userId });
-  if (!before) return undefined;
-  await users.refreshLastLocation(trx, orgId, userId, location);
+export async function refreshLastLocation(trx: Knex, orgId: string, before: User, location: CheckinLocation): Promise<UserChange> {
+  await users.refreshLastLocation(trx, orgId, before.userId, location);
   return { before, after: (await users.findUser(trx, orgId, before.id))! };
 }
 

@@ -511,7 +511,7 @@ export interface paths {
         put?: never;
         /**
          * Send one delivery again now
-         * @description Makes the delivery due now with a fresh retry schedule, whatever its status (also `succeeded` or `abandoned`). It goes out as soon as the subscription is `active`, with the same `webhook-id`.
+         * @description Makes the delivery due now with a fresh retry schedule, whatever its status (also `succeeded` or `abandoned`). It goes out as soon as the subscription is `active`, with the same `webhook-id`. Asked while an attempt of the delivery is under way, it starts another at once: the receiver may get the event twice (dedupe on `webhook-id`), and the outcome of the attempt that was under way is not recorded in `attemptHistory`.
          */
         post: operations["retryIntegrationSubscriptionDelivery"];
         delete?: never;

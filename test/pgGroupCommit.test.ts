@@ -8,7 +8,7 @@ import { createTemplate, deleteTemplate, updateTemplate } from '../runtime/domai
 import { createAsset } from '../runtime/domain/assets';
 import { createRun } from '../runtime/domain/runs';
 import * as assetsRepository from '../runtime/storage/repositories/assetsRepository';
-import { createCheckin } from '../runtime/domain/checkins';
+import { createCheckin, updateCheckin } from '../runtime/domain/checkins';
 import { runWrite } from '../runtime/idempotency/writes';
 import { fingerprint } from '../runtime/idempotency/request';
 import { ApiError } from '../runtime/errors';
@@ -629,6 +629,23 @@ describeEachDatabase('Postgres: writes that race on the rows they read', (t) => 
     } finally {
       spy.mockRestore();
     }
+  });
+
+  itOnPostgres("check-ins that only read their user's profile for the verdict share their batch", async () => {
+    // a position reported without an activation reads the profile's last location for the
+    // geofence verdict and changes nothing of it: a shared lock, where an exclusive one rolled the
+    // batch back and ran both again
+    const userId = 'auth0|verdicts-together';
+    await write(t.db.knex, 'req_verdict_user', (trx) => createUser(trx, orgId, { userId }));
+    const checkins = await Promise.all([0, 1].map(async (i) => (await write(t.db.knex, `req_verdict_checkin${i}`, (trx) =>
+      createCheckin(trx, orgId, { userId, siteId: 'site_verdicts', status: 'active', coordinates: { latitude: 53.8, longitude: -1.55 } }))).reply.body as { id: string }));
+    const runs = [0, 0];
+    const results = await Promise.allSettled(checkins.map((checkin, i) => write(t.db.knex, `req_verdict_move${i}`, (trx) => {
+      runs[i]++;
+      return updateCheckin(trx, orgId, checkin.id, { coordinates: { latitude: 53.81 + i / 100, longitude: -1.55 } });
+    })));
+    expect(results.map(outcome)).toEqual([200, 200]);
+    expect(runs).toEqual([1, 1]);
   });
 
   itOnPostgres('a create naming a site that another process deletes meanwhile: refused, never recorded after the delete', async () => {

@@ -5,7 +5,7 @@ import { normalizeTimestamp, nowIso } from '../time';
 import { geofenceVerdict, GeofenceVerdict, NO_VERDICT, PreviousLocation } from './geofence';
 import { Checkin, CheckinStatus, findCheckin, insertCheckin, saveCheckinIfUnchanged } from '../storage/repositories/checkinsRepository';
 import { findSite } from '../storage/repositories/sitesRepository';
-import { findUserForUpdate, LastLocationSource, User } from '../storage/repositories/usersRepository';
+import { findUserForReference, findUserForUpdate, LastLocationSource, User } from '../storage/repositories/usersRepository';
 import { recordUserChange, refreshLastLocation, UserChange } from './users';
 import { changesAnything, recordEvent, recordUpdate } from './events';
 
@@ -37,7 +37,7 @@ export async function createCheckin(db: Knex, orgId: string, input: CheckinCreat
   const status = input.status ?? 'pre_checkin';
   const coordinates = input.coordinates ? withAccuracy(input.coordinates) : null;
   // read before the time is taken: see profileOf
-  const profile = status === 'active' || coordinates ? await profileOf(db, orgId, input.userId) : undefined;
+  const profile = status === 'active' || coordinates ? await profileOf(db, orgId, input.userId, true) : undefined;
   const now = nowIso();
   const checkedInAt = status === 'active' ? now : null;
 
@@ -94,7 +94,7 @@ async function tryUpdateCheckin(db: Knex, orgId: string, id: string, changes: Ch
   // a verdict describes a reported position: recomputed when one is reported, and at
   // activation, when the arrival window starts to matter (the profile read before the time is
   // taken: see profileOf)
-  const profile = activating || changes.coordinates ? await profileOf(db, orgId, current.userId) : undefined;
+  const profile = activating || changes.coordinates ? await profileOf(db, orgId, current.userId, activating) : undefined;
   // every write moves updatedAt on, also within the same millisecond, for the compare-and-set
   const now = laterThan(nowIso(), current.updatedAt);
   const checkingOut = current.status !== 'checked_out' && status === 'checked_out';
@@ -123,15 +123,17 @@ async function tryUpdateCheckin(db: Knex, orgId: string, id: string, changes: Ch
 
 /**
  * The user's profile, read with a lock until the write commits, when a check-in is about to use
- * its last location (the geofence's previous position) or refresh it. A read that locks waits for
+ * its last location (the geofence's previous position) or refresh it (`refreshing`: an exclusive
+ * lock; a shared one for the verdict alone, so that such reads of one profile in one Postgres
+ * group commit go together). A read that locks waits for
  * the organization's write lock first (storage/lentKnex.ts), so it sees the profile as the writes
  * before this one left it — also one created by a request that committed a moment ago, which a
  * read before the lock on Postgres missed, leaving its location unrefreshed. And the check-in's time is
  * taken after it: the writes that committed before carry earlier times, so a refresh never moves
  * the location, or the profile's updatedAt, back in time.
  */
-async function profileOf(db: Knex, orgId: string, userId: string): Promise<User | undefined> {
-  return findUserForUpdate(db, orgId, { userId });
+async function profileOf(db: Knex, orgId: string, userId: string, refreshing: boolean): Promise<User | undefined> {
+  return refreshing ? findUserForUpdate(db, orgId, { userId }) : findUserForReference(db, orgId, userId);
 }
 
 /** `now`, or a millisecond after `previous` when the clock has not passed it. */

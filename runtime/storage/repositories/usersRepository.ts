@@ -125,6 +125,16 @@ export async function findUserForUpdate(db: Knex, orgId: string, by: { id: strin
   return row && toUser(row);
 }
 
+/**
+ * Reads a profile that a write uses without changing it (a check-in's geofence verdict reads its
+ * last location), and locks it shared (Postgres' `for key share`) until the caller's transaction
+ * ends: taken behind the organization's write lock, as every lock of a write (storage/lentKnex.ts).
+ */
+export async function findUserForReference(db: Knex, orgId: string, userId: string): Promise<User | undefined> {
+  const row = await db<UserRow>('users').where({ org_id: orgId, user_id: userId }).first().forKeyShare();
+  return row && toUser(row);
+}
+
 export async function listUsers(db: Knex, orgId: string, filter: UserFilters, page: PageRequest): Promise<Page<User>> {
   const query = db<UserRow>('users').where({ org_id: orgId });
   if (filter.userId !== undefined) query.where({ user_id: filter.userId });

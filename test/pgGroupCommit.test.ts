@@ -448,6 +448,39 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     }
   });
 
+  itOnPostgres('the writes of a rolled-back batch run again one by one: once one of them waited out a lock held elsewhere, the rest answer its 503 without waiting again', async () => {
+    // each run again waited as long, one after the other: the last answered after as many timeouts as the batch had writes
+    const holder = await t.db.knex.transaction();
+    try {
+      await holder.raw('lock table sites in access exclusive mode');
+      let sitesTried = 0;
+      const work = (name: string, failFirst: boolean) => {
+        let run = 0;
+        return async (trx: Knex): Promise<Reply> => {
+          run++;
+          if (run === 1) {
+            // in the shared batch: a log each, and one write then refused after it (the batch rolls back)
+            await createLog(trx, orgId, { entityType: 'checkin', entityId: `chain-${name}`, entryType: 'comment', message: name, source: 'api' });
+            if (failFirst) throw new ApiError('INVALID_TRANSITION', 'refused after the write');
+            return { status: 201 };
+          }
+          // run again alone: behind the lock held elsewhere, given up on after 300 ms
+          await trx.raw("set local statement_timeout = '300ms'");
+          sitesTried++;
+          return { status: 201, body: await createSite(trx, orgId, { name: `Behind a lock ${name}`, geofenceRadiusMeters: 150 }) };
+        };
+      };
+      const results = await Promise.allSettled([
+        runWrite(t.db.knex, settings, { orgId, requestId: 'req_chain_a' }, work('a', true)),
+        runWrite(t.db.knex, settings, { orgId, requestId: 'req_chain_b' }, work('b', false)),
+      ]);
+      expect(results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as { code?: string }).code))).toEqual(['57014', '57014']);
+      expect(sitesTried).toBe(1);
+    } finally {
+      await holder.rollback();
+    }
+  });
+
   itOnPostgres("a read that locks a row (an update's first step) also waits behind the organization's write lock: two processes updating one site never deadlock", async () => {
     // Y's first statement reads the site FOR UPDATE. Taken before the organization's write lock,
     // that row lock was held while Y waited for X's batch, and X's update of the same site then

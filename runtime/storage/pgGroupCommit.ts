@@ -60,6 +60,8 @@ class PgBatch {
   failed = false;
   /** A statement of the batch that Postgres gave up on after waiting (see gaveUpWaiting): its error, answered to every member. */
   waitedOut: unknown;
+  /** Of a batch whose writes run again one by one: the error of the first of those runs that waited out, answered by the runs after it without waiting again. */
+  rerunsWaitedOut: unknown;
   /** The rows members read locked (`table:id`): the member holding it exclusively, or those sharing it. See rowLockedBy. */
   readonly lockedRows = new Map<string, { exclusive?: object; shared: Set<object> }>();
   private orgLocked = false;
@@ -76,6 +78,8 @@ class PgBatch {
     readonly orgId: string,
     /** The end of the organization's previous shared batch in this process, if one is still running. */
     after?: Promise<void>,
+    /** For a run again of a write: the batch that rolled back. */
+    readonly rerunOf?: PgBatch,
   ) {
     this.outcome = new Promise<Outcome>((resolve, reject) => {
       this.end = { resolve, reject };
@@ -85,6 +89,8 @@ class PgBatch {
     this.ended = this.outcome.then(() => undefined, () => undefined);
     this.conn = (async () => {
       if (after) await after;
+      // a run again before it waited out: this one would wait as long, for the same lock
+      if (rerunOf?.rerunsWaitedOut !== undefined) throw rerunOf.rerunsWaitedOut;
       const conn = (await pool.acquireConnection()) as PgClient;
       startPipelining(conn);
       // answered with the first statement that waits
@@ -115,6 +121,12 @@ class PgBatch {
       if (held.exclusive === member) held.exclusive = undefined;
       if (held.exclusive === undefined && held.shared.size === 0) this.lockedRows.delete(row);
     }
+  }
+
+  /** A statement of the batch was given up on after waiting (gaveUpWaiting). */
+  noteWaitedOut(err: unknown): void {
+    this.waitedOut ??= err;
+    if (this.rerunOf !== undefined) this.rerunOf.rerunsWaitedOut ??= err;
   }
 
   close(): void {
@@ -160,7 +172,7 @@ class PgBatch {
       this.end.resolve(outcome);
       return;
     }
-    if (failure !== undefined && gaveUpWaiting(failure)) this.waitedOut ??= failure;
+    if (failure !== undefined && gaveUpWaiting(failure)) this.noteWaitedOut(failure);
     // Rolled back, failed, or a COMMIT that threw: a ROLLBACK that succeeds on the same
     // connection proves nothing was kept (the COMMIT, if it reached Postgres, rolled back)
     const rolledBack = (await rollBackAndRelease(this.pool, conn)) || outcome === 'rolled back';
@@ -203,7 +215,8 @@ function ofPool(byPool: WeakMap<object, Map<string, PgBatch>>, pool: object): Ma
  * A batch of its own (`alone`) neither waits nor is waited for: a write with a step that waits on
  * the network must not hold up the others (inBatchOfItsOwn).
  */
-function batchToJoin(db: Knex, orgId: string, alone: boolean, rerun = false): PgBatch {
+function batchToJoin(db: Knex, orgId: string, alone: boolean, rerunOf?: PgBatch): PgBatch {
+  const rerun = rerunOf !== undefined;
   const pool = db.client as unknown as ConnectionPool;
   const last = ofPool(lastBatches, pool);
   if (alone) {
@@ -211,7 +224,7 @@ function batchToJoin(db: Knex, orgId: string, alone: boolean, rerun = false): Pg
     // again (`rerun`) takes its connection, like a shared batch, once the organization's batch
     // before it has ended, so that those writes hold one pooled connection at a time, not one
     // each; a write with a step that waits on the network neither waits nor is waited for
-    const own = new PgBatch(pool, orgId, rerun ? last.get(orgId)?.ended : undefined);
+    const own = new PgBatch(pool, orgId, rerun ? last.get(orgId)?.ended : undefined, rerunOf);
     if (rerun) {
       last.set(orgId, own);
       void own.ended.then(() => {
@@ -320,8 +333,8 @@ interface Scope {
   orgId: string;
   /** A batch of its own (the run again after a rollback), not shared with other requests. */
   alone: boolean;
-  /** The run again of a write whose batch rolled back (batchToJoin chains it behind the organization's batch before it). */
-  rerun?: boolean;
+  /** The run again of a write whose batch (this one) rolled back (batchToJoin chains it behind the organization's batch before it). */
+  rerunOf?: PgBatch;
   member?: BatchMember;
   batch?: PgBatch;
 }
@@ -337,7 +350,7 @@ export async function joinBatchOf(db: Knex): Promise<WriteTransaction | undefine
   // after one of them rolled back would repeat the other's work
   if (scope.batch !== undefined) throw new Error('A batched write runs one write transaction.');
   const real = (db as unknown as { [REAL]: Knex })[REAL];
-  const batch = batchToJoin(real, scope.orgId, scope.alone, scope.rerun);
+  const batch = batchToJoin(real, scope.orgId, scope.alone, scope.rerunOf);
   scope.batch = batch;
   let conn: PgClient;
   try {
@@ -402,7 +415,7 @@ const REAL = Symbol('the handle under a batching handle');
  */
 export async function inBatchOrAlone<T>(db: Knex, orgId: string, attempt: (db: Knex) => Promise<T>): Promise<T> {
   const first = await attemptIn(db, { orgId, alone: false }, attempt);
-  if (first.rolledBack) return (await attemptIn(db, { orgId, alone: true, rerun: true }, attempt)).answer();
+  if (first.rolledBack) return (await attemptIn(db, { orgId, alone: true, rerunOf: first.batch }, attempt)).answer();
   return first.answer();
 }
 
@@ -416,7 +429,7 @@ export async function inBatchOfItsOwn<T>(db: Knex, orgId: string, attempt: (db: 
   return (await attemptIn(db, { orgId, alone: true }, attempt)).answer();
 }
 
-async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promise<T>): Promise<{ rolledBack: boolean; answer(): T }> {
+async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promise<T>): Promise<{ rolledBack: boolean; answer(): T; batch?: PgBatch }> {
   const handle = new Proxy(db, {
     get: (target, prop) => (prop === SCOPE ? scope : prop === REAL ? target : Reflect.get(target, prop)),
   });
@@ -425,7 +438,7 @@ async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promi
     const result = await attempt(handle);
     answer = () => result;
   } catch (err) {
-    if (scope.batch !== undefined && gaveUpWaiting(err)) scope.batch.waitedOut ??= err;
+    if (scope.batch !== undefined && gaveUpWaiting(err)) scope.batch.noteWaitedOut(err);
     answer = () => {
       throw err;
     };
@@ -440,7 +453,7 @@ async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promi
     // the 503 of that wait, and its client retries with its Idempotency-Key
     return { rolledBack: false, answer: () => { throw waitedOut; } };
   }
-  return { rolledBack: outcome === 'rolled back', answer };
+  return { rolledBack: outcome === 'rolled back', answer, batch: scope.batch };
 }
 
 /**

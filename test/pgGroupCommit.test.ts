@@ -426,33 +426,44 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     }
   });
 
-  itOnPostgres('a batch with a statement Postgres gave up on after waiting (statement_timeout) is not run again: each member answers that error at once', async () => {
-    // run again, each write waited as long again, one after the other: a 503 after twice
-    // DATABASE_QUERY_TIMEOUT_SECONDS, or a write that succeeded after its client had given up
+  /** Runs `test` while another transaction holds the sites table locked (rolled back after it). */
+  async function whileSitesLocked(test: () => Promise<void>): Promise<void> {
     const holder = await t.db.knex.transaction();
     try {
       await holder.raw('lock table sites in access exclusive mode');
-      const runs = { site: 0, log: 0 };
-      const site = runWrite(t.db.knex, settings, { orgId, requestId: 'req_waited_site' }, async (trx) => {
-        runs.site++;
-        await trx.raw("set local statement_timeout = '300ms'");
-        return { status: 201, body: await createSite(trx, orgId, { name: 'Behind a lock', geofenceRadiusMeters: 150 }) };
-      });
-      const log = runWrite(t.db.knex, settings, { orgId, requestId: 'req_waited_log' }, logWrite('waited-log', async () => { runs.log++; }).work);
-      const results = await Promise.allSettled([site, log]);
-      expect(results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as { code?: string }).code))).toEqual(['57014', '57014']);
-      expect(runs).toEqual({ site: 1, log: 1 });
-      expect(await t.db.knex('logs').where({ entity_id: 'waited-log' }).first()).toBeUndefined();
+      await test();
     } finally {
       await holder.rollback();
     }
+  }
+  /** A site insert that waits behind that lock until Postgres gives it up (statement_timeout 300 ms); `tried` is told before it goes out. */
+  async function siteBehindTheLock(trx: Knex, name: string, tried: () => void = () => undefined): Promise<Reply> {
+    await trx.raw("set local statement_timeout = '300ms'");
+    tried();
+    return { status: 201, body: await createSite(trx, orgId, { name, geofenceRadiusMeters: 150 }) };
+  }
+  /** Each write's status, or the SQLSTATE or code of what it threw. */
+  const answers = (results: PromiseSettledResult<{ reply: Reply }>[]) => results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as { code?: string }).code));
+
+  itOnPostgres('a batch with a statement Postgres gave up on after waiting (statement_timeout) is not run again: each member answers that error at once', async () => {
+    // run again, each write waited as long again, one after the other: a 503 after twice
+    // DATABASE_QUERY_TIMEOUT_SECONDS, or a write that succeeded after its client had given up
+    await whileSitesLocked(async () => {
+      const runs = { site: 0, log: 0 };
+      const site = runWrite(t.db.knex, settings, { orgId, requestId: 'req_waited_site' }, async (trx) => {
+        runs.site++;
+        return siteBehindTheLock(trx, 'Behind a lock');
+      });
+      const log = runWrite(t.db.knex, settings, { orgId, requestId: 'req_waited_log' }, logWrite('waited-log', async () => { runs.log++; }).work);
+      expect(answers(await Promise.allSettled([site, log]))).toEqual(['57014', '57014']);
+      expect(runs).toEqual({ site: 1, log: 1 });
+      expect(await t.db.knex('logs').where({ entity_id: 'waited-log' }).first()).toBeUndefined();
+    });
   });
 
   itOnPostgres('the writes of a rolled-back batch run again one by one: once one of them waited out a lock held elsewhere, the rest answer its 503 without waiting again', async () => {
     // each run again waited as long, one after the other: the last answered after as many timeouts as the batch had writes
-    const holder = await t.db.knex.transaction();
-    try {
-      await holder.raw('lock table sites in access exclusive mode');
+    await whileSitesLocked(async () => {
       let sitesTried = 0;
       const work = (name: string, failFirst: boolean) => {
         let run = 0;
@@ -464,21 +475,17 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
             if (failFirst) throw new ApiError('INVALID_TRANSITION', 'refused after the write');
             return { status: 201 };
           }
-          // run again alone: behind the lock held elsewhere, given up on after 300 ms
-          await trx.raw("set local statement_timeout = '300ms'");
-          sitesTried++;
-          return { status: 201, body: await createSite(trx, orgId, { name: `Behind a lock ${name}`, geofenceRadiusMeters: 150 }) };
+          // run again alone: behind the lock held elsewhere
+          return siteBehindTheLock(trx, `Behind a lock ${name}`, () => { sitesTried++; });
         };
       };
       const results = await Promise.allSettled([
         runWrite(t.db.knex, settings, { orgId, requestId: 'req_chain_a' }, work('a', true)),
         runWrite(t.db.knex, settings, { orgId, requestId: 'req_chain_b' }, work('b', false)),
       ]);
-      expect(results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as { code?: string }).code))).toEqual(['57014', '57014']);
+      expect(answers(results)).toEqual(['57014', '57014']);
       expect(sitesTried).toBe(1);
-    } finally {
-      await holder.rollback();
-    }
+    });
   });
 
   itOnPostgres("a read that locks a row (an update's first step) also waits behind the organization's write lock: two processes updating one site never deadlock", async () => {

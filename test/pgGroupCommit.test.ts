@@ -23,6 +23,9 @@ import type { Reply } from '../runtime/reply';
 
 const settings = { ttlSeconds: 3600, leaseSeconds: 60 };
 
+/** A write's answer: its status, or the code of the error it threw (an API error's, or Postgres' SQLSTATE). */
+const outcome = (r: PromiseSettledResult<{ reply: Reply }>) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as ApiError).code ?? String(r.reason));
+
 describeEachDatabase('Postgres group commit of write requests', (t) => {
   const itOnPostgres = t.kind === 'postgres' ? it : it.skip;
   let orgId: string;
@@ -213,7 +216,7 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
       orgId, requestId: `req_same_key_${name}`, keyed: { apiKeyId: keyId, key: 'same-turn-other-body', fingerprint: fingerprint('POST', '/v1/sites', { name }) },
     }, async (trx) => ({ status: 201, body: await createSite(trx, orgId, { name, geofenceRadiusMeters: 150 }) }));
     const results = await Promise.allSettled([send('First body'), send('Second body')]);
-    expect(results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as ApiError).code))).toEqual([201, 'IDEMPOTENCY_IN_PROGRESS']);
+    expect(results.map(outcome)).toEqual([201, 'IDEMPOTENCY_IN_PROGRESS']);
     // once the first has finished, the other body is refused for good
     const after = await send('Second body').then((r) => r.reply.status, (err: ApiError) => err.code);
     expect(after).toBe('IDEMPOTENCY_KEY_REUSED');
@@ -442,8 +445,6 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
     tried();
     return { status: 201, body: await createSite(trx, orgId, { name, geofenceRadiusMeters: 150 }) };
   }
-  /** Each write's status, or the SQLSTATE or code of what it threw. */
-  const answers = (results: PromiseSettledResult<{ reply: Reply }>[]) => results.map((r) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as { code?: string }).code));
 
   itOnPostgres('a batch with a statement Postgres gave up on after waiting (statement_timeout) is not run again: each member answers that error at once', async () => {
     // run again, each write waited as long again, one after the other: a 503 after twice
@@ -455,7 +456,7 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
         return siteBehindTheLock(trx, 'Behind a lock');
       });
       const log = runWrite(t.db.knex, settings, { orgId, requestId: 'req_waited_log' }, logWrite('waited-log', async () => { runs.log++; }).work);
-      expect(answers(await Promise.allSettled([site, log]))).toEqual(['57014', '57014']);
+      expect((await Promise.allSettled([site, log])).map(outcome)).toEqual(['57014', '57014']);
       expect(runs).toEqual({ site: 1, log: 1 });
       expect(await t.db.knex('logs').where({ entity_id: 'waited-log' }).first()).toBeUndefined();
     });
@@ -483,7 +484,7 @@ describeEachDatabase('Postgres group commit of write requests', (t) => {
         runWrite(t.db.knex, settings, { orgId, requestId: 'req_chain_a' }, work('a', true)),
         runWrite(t.db.knex, settings, { orgId, requestId: 'req_chain_b' }, work('b', false)),
       ]);
-      expect(answers(results)).toEqual(['57014', '57014']);
+      expect(results.map(outcome)).toEqual(['57014', '57014']);
       expect(sitesTried).toBe(1);
     });
   });
@@ -533,8 +534,6 @@ describeEachDatabase('Postgres: writes that race on the rows they read', (t) => 
   /** Runs `work` as one write request of the organization through `db` (a handle of this process, or of another). */
   const write = (db: Knex, requestId: string, work: (trx: Knex) => Promise<unknown>) =>
     runWrite(db, settings, { orgId, requestId }, async (trx) => ({ status: 200, body: await work(trx) }));
-  /** A write's answer: its status, or the code of the error it threw. */
-  const outcome = (r: PromiseSettledResult<{ reply: Reply }>) => (r.status === 'fulfilled' ? r.value.reply.status : (r.reason as ApiError).code ?? String(r.reason));
   const eventsOf = async (resourceId: string) => (await t.db.knex('events').where({ resource_id: resourceId }).orderBy('seq').select('type')).map((e) => e.type);
 
   /** A write on `db` that takes the organization's write lock, then waits for the test before it goes on and commits. */

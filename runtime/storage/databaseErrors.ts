@@ -56,14 +56,25 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 
 /**
  * True when the database gave up on the statement for now rather than refusing it: a statement
- * or lock timeout (Postgres 57014, 55P03, set by the operator in DATABASE_URL), a serialization
+ * or lock timeout (isWaitGivenUp), a serialization
  * failure or a deadlock (40001, 40P01), SQLite's lock still held after its busy timeout. The
  * transaction was rolled back whole, so the request is answered 503 and is safe to retry, as for
  * an unreachable database.
  */
 export function isDatabaseBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^(57014|55P03|40001|40P01|SQLITE_BUSY(_\w+)?)$/.test(code);
+  return isWaitGivenUp(err) || (typeof code === 'string' && /^(40001|40P01|SQLITE_BUSY(_\w+)?)$/.test(code));
+}
+
+/**
+ * A statement Postgres gave up on after waiting: `statement_timeout` (57014, which the server sets
+ * a little under DATABASE_QUERY_TIMEOUT_SECONDS: storage/database.ts) or `lock_timeout` (55P03).
+ * Run again, the write would wait as long again (storage/pgGroupCommit.ts). A deadlock or a
+ * serialization failure is not one: run again, the write usually passes.
+ */
+export function isWaitGivenUp(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '57014' || code === '55P03';
 }
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { ConnectionPool } from './connectionPool';
 import { endPipelining, queryDiscardingEarlier, queryInOrder, rollBackAndRelease, sendWithoutWaiting, startPipelining, type PgClient } from './pgPipeline';
 import { LendingTransaction, lendTo, type LentKnex, type WriteTransaction } from './lentKnex';
+import { isWaitGivenUp } from './databaseErrors';
 
 /**
  * Group commit for the write requests of one Postgres server process.
@@ -30,8 +31,9 @@ import { LendingTransaction, lendTo, type LentKnex, type WriteTransaction } from
  *   again is safe, and alone each gets exactly the answer it would have got without batching —
  *   the one that failed fails again, with its own error.
  * - When a statement of the batch was given up on after waiting (statement_timeout, lock_timeout:
- *   gaveUpWaiting), nothing runs again either: each member answers that error (a 503), where a run
- *   again waited as long again.
+ *   isWaitGivenUp), nothing runs again either: each member answers that error (a 503), where a run
+ *   again waited as long again; and once one of the writes run again after a rollback waits out,
+ *   those queued behind it answer its error without waiting (rerunsWaitedOut).
  * - When the outcome is unknown (the connection was lost around the COMMIT), nothing runs again:
  *   every member gets the error, as a write whose COMMIT was lost always did.
  * - Each member is answered only after the batch's COMMIT: what a client is told is stored, is.
@@ -58,7 +60,7 @@ class PgBatch {
   closed = false;
   /** A member that changed something was rolled back: the batch must roll back. */
   failed = false;
-  /** A statement of the batch that Postgres gave up on after waiting (see gaveUpWaiting): its error, answered to every member. */
+  /** A statement of the batch that Postgres gave up on after waiting (see isWaitGivenUp): its error, answered to every member. */
   waitedOut: unknown;
   /** Of a batch whose writes run again one by one: the error of the first of those runs that waited out, answered by the runs after it without waiting again. */
   rerunsWaitedOut: unknown;
@@ -123,7 +125,7 @@ class PgBatch {
     }
   }
 
-  /** A statement of the batch was given up on after waiting (gaveUpWaiting). */
+  /** A statement of the batch was given up on after waiting (isWaitGivenUp). */
   noteWaitedOut(err: unknown): void {
     this.waitedOut ??= err;
     if (this.rerunOf !== undefined) this.rerunOf.rerunsWaitedOut ??= err;
@@ -172,7 +174,7 @@ class PgBatch {
       this.end.resolve(outcome);
       return;
     }
-    if (failure !== undefined && gaveUpWaiting(failure)) this.noteWaitedOut(failure);
+    if (failure !== undefined && isWaitGivenUp(failure)) this.noteWaitedOut(failure);
     // Rolled back, failed, or a COMMIT that threw: a ROLLBACK that succeeds on the same
     // connection proves nothing was kept (the COMMIT, if it reached Postgres, rolled back)
     const rolledBack = (await rollBackAndRelease(this.pool, conn)) || outcome === 'rolled back';
@@ -370,8 +372,8 @@ export async function joinBatchOf(db: Knex): Promise<WriteTransaction | undefine
 /**
  * A member read rows locking them: exclusively when it is about to change or delete them (an
  * update or a delete reads the resource's state first: `findSiteForUpdate` and the like), shared
- * when it only needs them to stay as they are until it commits (a create or an update checks that the site it
- * names is live: `findSiteForReference`). Row locks are a transaction's, and the members of a
+ * when it only needs them to stay as they are until it commits (a create or an update checks
+ * that the site it names is live: `findSiteForReference`). Row locks are a transaction's, and the members of a
  * batch share one, so a second member reading a row the first one locked would not wait for the
  * first to finish: it would read the state between the first one's statements, and build its
  * change, its answer and its event on it — two PATCHes of one site each answering and recording
@@ -438,7 +440,7 @@ async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promi
     const result = await attempt(handle);
     answer = () => result;
   } catch (err) {
-    if (scope.batch !== undefined && gaveUpWaiting(err)) scope.batch.noteWaitedOut(err);
+    if (scope.batch !== undefined && isWaitGivenUp(err)) scope.batch.noteWaitedOut(err);
     answer = () => {
       throw err;
     };
@@ -454,15 +456,4 @@ async function attemptIn<T>(db: Knex, scope: Scope, attempt: (db: Knex) => Promi
     return { rolledBack: false, answer: () => { throw waitedOut; } };
   }
   return { rolledBack: outcome === 'rolled back', answer, batch: scope.batch };
-}
-
-/**
- * A statement Postgres gave up on after waiting: `statement_timeout` (57014, the server sets it a
- * little under DATABASE_QUERY_TIMEOUT_SECONDS: storage/database.ts) or `lock_timeout` (55P03).
- * A deadlock (40P01) or a serialization failure (40001) is not one: run again, the write usually
- * passes.
- */
-function gaveUpWaiting(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === '57014' || code === '55P03';
 }

@@ -75,10 +75,8 @@ export async function findAsset(db: Knex, orgId: string, id: string): Promise<As
 }
 
 /**
- * Reads a live asset that a write names, and locks it (Postgres' `for key share`) until the
- * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
- * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
- * comes after this write (domain/references.ts).
+ * Reads a live asset that a write names, and locks it shared until the caller's transaction ends:
+ * as sitesRepository.findSiteForReference does for a site.
  */
 export async function findAssetForReference(db: Knex, orgId: string, id: string): Promise<Asset | undefined> {
   const row = await liveAssets(db, orgId).where({ id }).first().forKeyShare();

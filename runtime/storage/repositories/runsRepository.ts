@@ -123,10 +123,8 @@ export async function listRuns(db: Knex, orgId: string, filters: RunFilters, pag
 }
 
 /**
- * Reads a live run that a write names, and locks it (Postgres' `for key share`) until the
- * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
- * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
- * comes after this write (domain/references.ts).
+ * Reads a live run that a write names, and locks it shared until the caller's transaction ends:
+ * as sitesRepository.findSiteForReference does for a site.
  */
 export async function findRunForReference(db: Knex, orgId: string, id: string): Promise<Run | undefined> {
   const row = await runsWithItems(db, orgId).where('runs.id', id).first().forKeyShare('runs');

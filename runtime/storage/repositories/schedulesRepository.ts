@@ -78,10 +78,8 @@ export async function findSchedule(db: Knex, orgId: string, id: string): Promise
 }
 
 /**
- * Reads a live schedule that a write names, and locks it (Postgres' `for key share`) until the
- * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
- * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
- * comes after this write (domain/references.ts).
+ * Reads a live schedule that a write names, and locks it shared until the caller's transaction ends:
+ * as sitesRepository.findSiteForReference does for a site.
  */
 export async function findScheduleForReference(db: Knex, orgId: string, id: string): Promise<Schedule | undefined> {
   const row = await db<ScheduleRow>('schedules').where({ org_id: orgId, id }).first().forKeyShare();

@@ -84,10 +84,8 @@ export async function listTemplates(db: Knex, orgId: string, page: PageRequest):
 }
 
 /**
- * Reads a live template that a write names, and locks it (Postgres' `for key share`) until the
- * caller's transaction ends. The lock is taken behind the organization's write lock, as every lock
- * of a write (storage/lentKnex.ts): a delete that committed before is seen, and one that comes later
- * comes after this write (domain/references.ts).
+ * Reads a live template that a write names, and locks it shared until the caller's transaction ends:
+ * as sitesRepository.findSiteForReference does for a site.
  */
 export async function findTemplateForReference(db: Knex, orgId: string, id: string): Promise<Template | undefined> {
   const row = await live(db, orgId).where({ id }).first().forKeyShare();
